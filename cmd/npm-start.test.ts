@@ -27,7 +27,7 @@ const children: ChildProcess[] = [];
 /** The hub holding the data directory (hub.pid), or undefined once it has stopped. */
 function hubPid(): number | undefined {
   try {
-    // Its first line: the pid (then the hub's place: host, boot, pid namespace).
+    // The pid alone (hub.holder has the hub's place too).
     const pid = Number(readFileSync(join(dataDir, 'hub.pid'), 'utf8').split('\n')[0]);
     return pid && isLive(pid) ? pid : undefined;
   } catch {

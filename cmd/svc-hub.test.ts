@@ -508,7 +508,8 @@ describe('svc-hub executable', () => {
     const first = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(port) });
     await waitReady(url);
     const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    // A lock file removed by hand: no lock naming the first.
+    // The lock files removed by hand: none naming the first.
+    rmSync(join(dataDir, 'hub.holder'));
     rmSync(join(dataDir, 'hub.pid'));
     const second = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(await freePort()) });
     // Was: 'stopping the embedded PostgreSQL a previous hub left running' (the first hub's), then a server of its own on the same cluster.

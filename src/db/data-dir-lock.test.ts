@@ -8,6 +8,7 @@ import { packageRoot } from '../package-root.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
 import { lockFree, withoutFlock } from '../../test/harness/data-dir-lock.js';
+import * as earlier from '../../test/harness/hub-pid-83b12e2.js';
 import { here, lockDataDir, unlockDataDir } from './embedded.js';
 
 /**
@@ -35,10 +36,16 @@ afterAll(() => {
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
+/** This version's lock (src/db/embedded.ts), and the earlier one's (test/harness/hub-pid-83b12e2.ts). */
+const THIS_VERSION = join(packageRoot(), 'src', 'db', 'embedded.ts');
+const EARLIER_VERSION = join(packageRoot(), 'test', 'harness', 'hub-pid-83b12e2.ts');
+
 /** Takes the lock of each directory in turn, all processes at the same instants, and reports what it got. */
 const SCRIPT = `
-import { lockDataDir } from ${JSON.stringify(join(packageRoot(), 'src', 'db', 'embedded.ts'))};
+const { lockDataDir } = await import(process.env.LOCK_MODULE);
 const dirs = JSON.parse(process.env.LOCK_DIRS);
+const lags = JSON.parse(process.env.LOCK_LAGS ?? '[]');
+const spacing = Number(process.env.LOCK_SPACING ?? 40);
 process.stdout.write('ready\\n');
 let input = '';
 process.stdin.on('data', async (d) => {
@@ -47,7 +54,7 @@ process.stdin.on('data', async (d) => {
   const start = Number(input.trim());
   const results = [];
   for (let i = 0; i < dirs.length; i++) {
-    while (Date.now() < start + i * 40) {}
+    while (Date.now() < start + i * spacing + (lags[i] ?? 0)) {}
     try {
       await lockDataDir(dirs[i]);
       results.push('took');
@@ -61,12 +68,24 @@ process.stdin.on('data', async (d) => {
 });
 `;
 
-/** `ownPidNamespace`: run in a new pid namespace (`unshare`), where the contender is pid 1, as a container's hub often is. */
-function contender(lockDirs: string[], { ownPidNamespace = false } = {}) {
+/**
+ * `ownPidNamespace`: run in a new pid namespace (`unshare`), where the contender is pid 1, as a
+ * container's hub often is. `earlier`: with the lock of the version before hub.holder. `flock`:
+ * false, with no flock on its PATH.
+ */
+function contender(lockDirs: string[], { ownPidNamespace = false, earlier = false, flock = true, lags = [] as number[], spacing = 40 } = {}) {
   const node = [process.execPath, '--import', 'tsx', '--input-type=module', '-e', SCRIPT];
   const [command, ...args] = ownPidNamespace ? ['unshare', '--pid', '--fork', '--mount-proc', '--kill-child', ...node] : node;
   const child = spawn(command!, args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, LOCK_DIRS: JSON.stringify(lockDirs), SVC_LOG_LEVEL: 'error' },
+    env: {
+      PATH: flock ? process.env.PATH : join(tmpdir(), 'svc-no-such-dir'),
+      HOME: process.env.HOME,
+      LOCK_DIRS: JSON.stringify(lockDirs),
+      LOCK_MODULE: earlier ? EARLIER_VERSION : THIS_VERSION,
+      LOCK_LAGS: JSON.stringify(lags),
+      LOCK_SPACING: String(spacing),
+      SVC_LOG_LEVEL: 'error',
+    },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -114,8 +133,8 @@ describe('the data directory lock (hub.pid)', () => {
     // one and made its own), and a fresh file read empty (made, not yet written) taken as stale.
     expect(takers).toEqual(lockDirs.map(() => 1));
     expect(results.flat().filter((r) => r !== 'took' && r !== 'in use')).toEqual([]);
-    // The files made beside hub.pid are gone: hub.lock and hub.pid are left.
-    for (const dir of lockDirs) expect(readdirSync(dir).sort()).toEqual(['hub.lock', 'hub.pid']);
+    // The files made beside hub.holder and hub.pid are gone: hub.holder, hub.lock and hub.pid are left.
+    for (const dir of lockDirs) expect(readdirSync(dir).sort()).toEqual(['hub.holder', 'hub.lock', 'hub.pid']);
   }, 120_000);
 });
 
@@ -131,7 +150,11 @@ function lockDir(content?: string): string {
   return dir;
 }
 
-/** hub.pid as a hub of `place` writes it: `locked`, under the kernel lock; else where flock was not available. */
+/**
+ * hub.holder as a hub of `place` writes it: `locked`, under the kernel lock; else where flock was not
+ * available. The version before hub.holder wrote the same lines into hub.pid, which the tests below
+ * write by hand as that version's file.
+ */
 function lockFile(pid: number, place: { host: string; boot?: string; pidns?: string }, locked = false): string {
   return `${pid}\nhost=${place.host}\nboot=${place.boot}\npidns=${place.pidns}\n${locked ? 'lock=hub.lock\n' : ''}`;
 }
@@ -170,7 +193,8 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     for (const content of [undefined, lockFile(gonePid(), me), String(gonePid()), lockFile(live.pid!, me, true)]) {
       const dir = lockDir(content);
       await lockDataDir(dir);
-      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(`${process.pid}\nhost=${me.host}\nboot=${me.boot}\npidns=${me.pidns}\nlock=hub.lock\n`);
+      expect(readFileSync(join(dir, 'hub.holder'), 'utf8')).toBe(`${process.pid}\nhost=${me.host}\nboot=${me.boot}\npidns=${me.pidns}\nlock=hub.lock\n`);
+      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(`${process.pid}\n`);
       expect(lockFree(dir)).toBe(false);
       unlockDataDir(dir);
       expect(lockFree(dir)).toBe(true);
@@ -209,7 +233,7 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     for (const { pid, place } of cases) {
       const dir = lockDir(lockFile(pid, place, true));
       await lockDataDir(dir);
-      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(lockFile(process.pid, me, true));
+      expect(readFileSync(join(dir, 'hub.holder'), 'utf8')).toBe(lockFile(process.pid, me, true));
       unlockDataDir(dir);
     }
   });
@@ -223,7 +247,7 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     await until('the holder to take hub.lock', () => !lockFree(dir));
     // Was (no kernel lock): taken, as no hub.pid said otherwise.
     await expect(lockDataDir(dir)).rejects.toThrow(
-      `data directory ${dir} is in use: ${join(dir, 'hub.lock')} is locked by a live process, and ${join(dir, 'hub.pid')} is missing. Stop the svc-hub or PostgreSQL that uses the directory (here, \`fuser -v ${join(dir, 'hub.lock')}\` lists the processes that have it open), or point SVC_DATA_DIR at another directory`,
+      `data directory ${dir} is in use: ${join(dir, 'hub.lock')} is locked by a live process, and ${join(dir, 'hub.holder')} is missing. Stop the svc-hub or PostgreSQL that uses the directory (here, \`fuser -v ${join(dir, 'hub.lock')}\` lists the processes that have it open), or point SVC_DATA_DIR at another directory`,
     );
     expect(readdirSync(dir)).toEqual(['hub.lock']);
     // The holder writes hub.pid under the lock a moment after the refused start began: it is named.
@@ -245,12 +269,13 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     try {
       await withoutFlock(() => expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, pid, otherContainer)));
       expect(logs.lines().map((l) => l.msg)).toEqual([
-        `no kernel lock on ${join(dir, 'hub.lock')} (flock: ENOENT): hub.pid alone guards the data directory, and a hub.pid of another container or machine is never taken over`,
+        `no kernel lock on ${join(dir, 'hub.lock')} (flock: ENOENT): hub.holder alone guards the data directory, and a hub.holder of another container or machine is never taken over`,
       ]);
       // A directory of its own: taken, the file written without the lock mark.
       const own = lockDir(String(gonePid()));
       await withoutFlock(() => lockDataDir(own));
-      expect(readFileSync(join(own, 'hub.pid'), 'utf8')).toBe(lockFile(process.pid, me));
+      expect(readFileSync(join(own, 'hub.holder'), 'utf8')).toBe(lockFile(process.pid, me));
+      expect(readFileSync(join(own, 'hub.pid'), 'utf8')).toBe(`${process.pid}\n`);
       expect(lockFree(own)).toBe(true);
       unlockDataDir(own);
       expect(readdirSync(own)).toEqual(['hub.lock']);
@@ -274,7 +299,7 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     try {
       await expect(lockDataDir(dir)).rejects.toThrow(elsewhere(dir, pid, otherContainer));
       expect(logs.lines().map((l) => l.msg)).toEqual([
-        `no kernel lock on ${join(dir, 'hub.lock')} (flock: 3: No locks available): hub.pid alone guards the data directory, and a hub.pid of another container or machine is never taken over`,
+        `no kernel lock on ${join(dir, 'hub.lock')} (flock: 3: No locks available): hub.holder alone guards the data directory, and a hub.holder of another container or machine is never taken over`,
       ]);
     } finally {
       process.env.PATH = path;
@@ -315,7 +340,7 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     await contained.ready;
     contained.child.stdin!.write(`${Date.now()}\n`);
     expect(await contained.done).toEqual(['took']);
-    const held = readFileSync(join(inner, 'hub.pid'), 'utf8');
+    const held = readFileSync(join(inner, 'hub.holder'), 'utf8');
     const pidns = /\npidns=(\d+)\n/.exec(held)?.[1];
     expect(pidns).toBeDefined();
     expect(pidns).not.toBe(me.pidns);
@@ -327,7 +352,7 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     await until('the namespace\'s processes to exit and hub.lock to be free', () => lockFree(inner));
     // Was: refused (a file of another place) until hub.pid was removed by hand.
     await lockDataDir(inner);
-    expect(readFileSync(join(inner, 'hub.pid'), 'utf8')).toBe(lockFile(process.pid, me, true));
+    expect(readFileSync(join(inner, 'hub.holder'), 'utf8')).toBe(lockFile(process.pid, me, true));
     unlockDataDir(inner);
 
     // A process of this namespace holds `outer`; one in a new pid namespace tries it.
@@ -343,4 +368,119 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     expect(readFileSync(join(outer, 'hub.pid'), 'utf8').split('\n')[0]).toBe(String(local.child.pid));
     for (const c of [contained, local, intruder]) c.child.stdin!.end();
   }, 60_000);
+});
+
+describe('hub.pid as earlier versions read it (their lock logic, copied from commit 83b12e2: test/harness/hub-pid-83b12e2.ts)', () => {
+  const me = here();
+
+  for (const flock of [true, false]) {
+    it(`a directory a hub of this version holds (${flock ? 'under the kernel lock' : 'without flock'}): hub.pid is its pid alone, the earlier logic reads that live pid and is refused, both files left; once the holder has exited, the earlier logic takes the directory`, async () => {
+      const dir = lockDir();
+      const holder = contender([dir], { flock });
+      await holder.ready;
+      holder.child.stdin!.write(`${Date.now()}\n`);
+      expect(await holder.done).toEqual(['took']);
+      const pid = holder.child.pid!;
+      // Was (the identity lines in hub.pid): Number('<pid>\nhost=…') is NaN, taken for stale, and
+      // the earlier version replaced hub.pid and started a second PostgreSQL on the cluster.
+      await expect(earlier.lockDataDir(dir)).rejects.toThrow(`data directory ${dir} is already used by another svc-hub process (pid ${pid})`);
+      earlier.unlockDataDir(dir); // not its own: left
+      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(`${pid}\n`);
+      expect(readFileSync(join(dir, 'hub.holder'), 'utf8')).toBe(lockFile(pid, me, flock));
+      // The holder exits without a word (killed): its hub.pid is stale to the earlier logic too.
+      const exited = new Promise((resolve) => holder.child.once('exit', resolve));
+      holder.child.kill('SIGKILL');
+      await exited;
+      await earlier.lockDataDir(dir);
+      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(String(process.pid));
+      earlier.unlockDataDir(dir);
+    }, 30_000);
+  }
+
+  it('a directory an earlier version holds (hub.pid, a live pid alone): a start of this version is refused naming it, under the kernel lock and without it, and leaves hub.pid as it was and no hub.holder', async () => {
+    const live = sleeper();
+    for (const flock of [true, false]) {
+      const dir = lockDir(String(live.pid));
+      const start = () => lockDataDir(dir);
+      await expect(flock ? start() : withoutFlock(start)).rejects.toThrow(`data directory ${dir} is already used by another svc-hub process (pid ${live.pid})`);
+      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(String(live.pid));
+      expect(readdirSync(dir).sort()).toEqual(['hub.lock', 'hub.pid']);
+    }
+  });
+
+  it('what a killed hub of this version leaves (hub.holder and hub.pid naming a gone pid): taken over by this version, with the lock and without it, and by the earlier logic', async () => {
+    const pid = gonePid();
+    for (const take of ['this version', 'without flock', 'earlier'] as const) {
+      const dir = lockDir(`${pid}\n`);
+      writeFileSync(join(dir, 'hub.holder'), lockFile(pid, me, take !== 'without flock'));
+      if (take === 'earlier') {
+        await earlier.lockDataDir(dir);
+        expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(String(process.pid));
+        earlier.unlockDataDir(dir);
+        continue;
+      }
+      await (take === 'this version' ? lockDataDir(dir) : withoutFlock(() => lockDataDir(dir)));
+      expect(readFileSync(join(dir, 'hub.holder'), 'utf8')).toBe(lockFile(process.pid, me, take === 'this version'));
+      expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(`${process.pid}\n`);
+      unlockDataDir(dir);
+      expect(readdirSync(dir)).toEqual(['hub.lock']);
+    }
+  });
+
+  it('a hub.holder of another place written without the kernel lock is refused, naming both files to remove once that hub is gone', async () => {
+    const otherContainer = { host: me.host, boot: me.boot, pidns: '4026532999' };
+    const pid = gonePid();
+    const dir = lockDir(`${pid}\n`);
+    writeFileSync(join(dir, 'hub.holder'), lockFile(pid, otherContainer));
+    const refusal = elsewhere(dir, pid, otherContainer).replace(`remove ${join(dir, 'hub.pid')},`, `remove ${join(dir, 'hub.holder')} and ${join(dir, 'hub.pid')},`);
+    await expect(lockDataDir(dir)).rejects.toThrow(refusal);
+    await withoutFlock(() => expect(lockDataDir(dir)).rejects.toThrow(refusal));
+    expect(readdirSync(dir).sort()).toEqual(['hub.holder', 'hub.lock', 'hub.pid']);
+  });
+
+  it('starts of this version and of the earlier one at the same instants, on fresh directories, on an earlier version\'s stale hub.pid and on what a killed hub of this version left: exactly one takes each', async () => {
+    const root = mkdtempSync(join(tmpdir(), 'svc-lock-'));
+    chmodSync(root, 0o755);
+    dirs.push(root);
+    const gone = gonePid();
+    const lockDirs = Array.from({ length: 18 }, (_, i) => {
+      const dir = join(root, `d${i}`);
+      mkdirSync(dir);
+      if (i % 3 === 1) writeFileSync(join(dir, 'hub.pid'), String(gone));
+      if (i % 3 === 2) {
+        writeFileSync(join(dir, 'hub.pid'), `${gone}\n`);
+        writeFileSync(join(dir, 'hub.holder'), lockFile(gone, me, true));
+      }
+      return dir;
+    });
+    // The earlier version's starts 0 to 90 ms after this version's: this version's start takes some
+    // milliseconds (flock), the earlier one's a fraction of one, so each wins some directories.
+    const lags = (isEarlier: boolean) => lockDirs.map((_, i) => (isEarlier ? (i % 4) * 30 : 0));
+    const contenders = [false, true, false, true, false, true].map((isEarlier) => ({ isEarlier, ...contender(lockDirs, { earlier: isEarlier, lags: lags(isEarlier), spacing: 200 }) }));
+    await Promise.all(contenders.map((c) => c.ready));
+    const start = Date.now() + 500;
+    for (const c of contenders) c.child.stdin!.write(`${start}\n`);
+    const results = await Promise.all(contenders.map((c) => c.done));
+    try {
+      expect(results.flat().filter((r) => r !== 'took' && r !== 'in use')).toEqual([]);
+      lockDirs.forEach((dir, i) => {
+        const takers = contenders.filter((_, c) => results[c]![i] === 'took');
+        expect(takers).toHaveLength(1);
+        const taker = takers[0]!;
+        const files = readdirSync(dir).sort();
+        expect(readFileSync(join(dir, 'hub.pid'), 'utf8').trim()).toBe(String(taker.child.pid));
+        if (taker.isEarlier) {
+          // A start of this version refused there removed its own hub.holder (which may have replaced
+          // a killed hub's, stale either way): none, or the killed hub's, is left.
+          expect(files.filter((f) => f !== 'hub.holder')).toEqual(['hub.lock', 'hub.pid']);
+          if (files.includes('hub.holder')) expect(readFileSync(join(dir, 'hub.holder'), 'utf8')).toBe(lockFile(gone, me, true));
+        } else {
+          expect(files).toEqual(['hub.holder', 'hub.lock', 'hub.pid']);
+          expect(readFileSync(join(dir, 'hub.holder'), 'utf8')).toBe(lockFile(taker.child.pid!, me, true));
+        }
+      });
+    } finally {
+      for (const c of contenders) c.child.stdin!.end();
+    }
+  }, 120_000);
 });

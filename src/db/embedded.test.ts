@@ -252,7 +252,7 @@ describe('embedded PostgreSQL', () => {
       writeFileSync(pidFile, content);
       await withoutFlock(() =>
         expect(startEmbedded({ dataDir })).rejects.toThrow(
-          `${pidFile} names PostgreSQL pid ${postmaster}, which is no PostgreSQL of this cluster in this pid namespace, and ${lockFile} was missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
+          `${pidFile} names PostgreSQL pid ${postmaster}, which is no PostgreSQL of this cluster in this pid namespace, and ${join(dataDir, 'hub.holder')} and ${lockFile} were missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
         ),
       );
       expect(readFileSync(pidFile, 'utf8')).toBe(content);
@@ -289,11 +289,12 @@ describe('embedded PostgreSQL', () => {
     orphans.push(postmaster);
     process.kill(pid, 'SIGKILL');
     await until('the hub to exit', () => !isLive(pid));
-    // hub.pid as the killed hub wrote it, its pid now another live process's.
+    // hub.holder and hub.pid as the killed hub wrote them, its pid now another live process's.
     const other = spawn('sleep', ['600'], { stdio: 'ignore' });
     children.push(other);
-    const lockFile = join(dataDir, 'hub.pid');
-    writeFileSync(lockFile, readFileSync(lockFile, 'utf8').replace(/^\d+\n/, `${other.pid}\n`));
+    for (const lockFile of [join(dataDir, 'hub.holder'), join(dataDir, 'hub.pid')]) {
+      writeFileSync(lockFile, readFileSync(lockFile, 'utf8').replace(/^\d+\n/, `${other.pid}\n`));
+    }
     // Was: refused, naming that process as the hub that uses the directory.
     const again = await startEmbedded({ dataDir });
     try {
@@ -489,15 +490,16 @@ describe('embedded PostgreSQL on a data directory shared with a hub in another p
     const postmaster = readFileSync(pidFile, 'utf8');
     const me = here();
     const servers = () => execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' }).split('\n').filter((line) => line.includes(`-D ${clusterDir} `));
-    const pidns = /\npidns=(\d+)\n/.exec(readFileSync(join(dataDir, 'hub.pid'), 'utf8'))?.[1];
+    const pidns = /\npidns=(\d+)\n/.exec(readFileSync(join(dataDir, 'hub.holder'), 'utf8'))?.[1];
     expect(pidns).not.toBe(me.pidns);
     // Was: refused naming pid 1 of this namespace (init) as the hub that holds the directory.
     await expect(startEmbedded({ dataDir })).rejects.toThrow(
       `data directory ${dataDir} is held by svc-hub pid 1 on host ${me.host} (boot ${me.boot}, pid namespace ${pidns}), another container or machine sharing the directory, and ${join(dataDir, 'hub.lock')} is locked: that hub, or its PostgreSQL, still runs there`,
     );
+    rmSync(join(dataDir, 'hub.holder'));
     rmSync(join(dataDir, 'hub.pid'));
     // Was: its postmaster.pid, whose pid names no postgres here, removed as stale, and a second server started on the same cluster.
-    await expect(startEmbedded({ dataDir })).rejects.toThrow(`data directory ${dataDir} is in use: ${join(dataDir, 'hub.lock')} is locked by a live process, and ${join(dataDir, 'hub.pid')} is missing`);
+    await expect(startEmbedded({ dataDir })).rejects.toThrow(`data directory ${dataDir} is in use: ${join(dataDir, 'hub.lock')} is locked by a live process, and ${join(dataDir, 'hub.holder')} is missing`);
     expect(readFileSync(pidFile, 'utf8')).toBe(postmaster);
     expect(await answers(other.url)).toBe(1);
     expect(servers()).toHaveLength(1);

@@ -43,7 +43,7 @@ export class DataDirInUse extends StartRefused {
     readonly dataDir: string,
     readonly pid: number,
     readonly place?: Place,
-    { file = join(dataDir, LOCK_FILE), locked = false }: { file?: string; locked?: boolean } = {},
+    { file = join(dataDir, HOLDER_FILE), locked = false }: { file?: string; locked?: boolean } = {},
   ) {
     const holder = place && `data directory ${dataDir} is held by svc-hub pid ${pid} on host ${place.host} (boot ${place.boot ?? 'unknown'}, pid namespace ${place.pidns ?? 'unknown'})`;
     super(
@@ -51,7 +51,7 @@ export class DataDirInUse extends StartRefused {
         ? `data directory ${dataDir} is already used by another svc-hub process (pid ${pid}); stop that process, or point SVC_DATA_DIR at another directory`
         : locked
           ? `${holder}, another container or machine sharing the directory, and ${join(dataDir, KERNEL_LOCK_FILE)} is locked: that hub, or its PostgreSQL, still runs there. Stop it there, or point SVC_DATA_DIR at another directory; once it has exited, the next start here takes the directory over`
-          : `${holder}, which is not this process's pid namespace: another container or machine shares the directory, and whether that hub still runs cannot be told from here. Stop that hub; if it is gone for certain (its container or machine stopped), remove ${file}, and ${join(clusterDirOf(dataDir), 'postmaster.pid')} if there, and start again`,
+          : `${holder}, which is not this process's pid namespace: another container or machine shares the directory, and whether that hub still runs cannot be told from here. Stop that hub; if it is gone for certain (its container or machine stopped), remove ${file === join(dataDir, HOLDER_FILE) ? `${file} and ${join(dataDir, PID_FILE)}` : file}, and ${join(clusterDirOf(dataDir), 'postmaster.pid')} if there, and start again`,
     );
     this.name = 'DataDirInUse';
   }
@@ -110,7 +110,18 @@ export const STOP_WAIT_MS = 30_000;
 /** The longest a `stop()` with the default wait lasts: the fast shutdown's wait, then the immediate one's. */
 export const STOP_BOUND_MS = STOP_WAIT_MS + STOP_WAIT_MS / 3;
 
-const LOCK_FILE = 'hub.pid';
+/**
+ * Who holds the data directory: the pid, its place and the kernel lock mark (lockContent). Taken by
+ * this version (lockDataDir); versions before it wrote all of this into PID_FILE.
+ */
+const HOLDER_FILE = 'hub.holder';
+/**
+ * The holder's pid alone, a line as versions before HOLDER_FILE wrote it and read it back
+ * (`Number(content.trim())`, a number or stale): an earlier version started on a directory this one
+ * holds reads a live pid and is refused. This version takes it after HOLDER_FILE (takeCompat) and
+ * gives it up before; one written by the version just before this one holds the identity lines too.
+ */
+const PID_FILE = 'hub.pid';
 /** The file whose flock(2) the hub and its PostgreSQL hold (lockDataDir); never removed. */
 const KERNEL_LOCK_FILE = 'hub.lock';
 const CREDENTIALS_FILE = 'postgres.json';
@@ -583,7 +594,7 @@ export async function stopOrphan(clusterDir: string, found?: { dataDir: string; 
   const pidFile = join(clusterDir, 'postmaster.pid');
   if (found && !found.startedHere) {
     throw new StartRefused(
-      `${pidFile} names PostgreSQL pid ${file.pid}, which is no PostgreSQL of this cluster in this pid namespace, and ${join(found.dataDir, LOCK_FILE)} was missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${found.dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
+      `${pidFile} names PostgreSQL pid ${file.pid}, which is no PostgreSQL of this cluster in this pid namespace, and ${join(found.dataDir, HOLDER_FILE)} and ${join(found.dataDir, PID_FILE)} were missing, so nothing says where that server was started: it may run in another container or on another machine sharing ${found.dataDir}. Stop it there; if no server runs on this cluster anywhere, remove ${pidFile} and start again`,
     );
   }
   logger().info({ postgresPid: file.pid, dataDir: clusterDir }, 'removing a stale postmaster.pid');
@@ -755,11 +766,38 @@ function judgeHolder(holder: Holder, me: Place): 'held' | 'elsewhere' | 'stale' 
   return liveHere(holder) ? 'held' : 'stale';
 }
 
+type Verdict = 'held' | 'elsewhere' | 'stale';
+
+/**
+ * A holder file (HOLDER_FILE, or a PID_FILE of the version before it, which held the same lines)
+ * judged: under the kernel lock, one written under the lock is stale whatever its place (its writer
+ * has exited, or the lock would be its); any other by the identity rules.
+ */
+function judgeFile(holder: Holder, me: Place, underLock: boolean): Verdict {
+  return underLock && holder.locked ? 'stale' : judgeHolder(holder, me);
+}
+
+/**
+ * PID_FILE judged, once this start holds HOLDER_FILE (`replaced`: the stale one it replaced there,
+ * if any). With identity lines (the version just before HOLDER_FILE): as a holder file. The pid
+ * alone: this version's line beside the holder it replaced (the same pid: stale with it), else an
+ * earlier version's file, judged by its pid as that version judges it.
+ */
+function judgeCompat(found: Holder, me: Place, underLock: boolean, replaced: Holder | undefined): Verdict {
+  if (!found.place && replaced !== undefined && found.pid === replaced.pid) return 'stale';
+  return judgeFile(found, me, underLock);
+}
+
+/** PID_FILE's content: the pid alone, as every earlier version reads it. */
+function compatContent(pid: number): string {
+  return `${pid}\n`;
+}
+
 /** What lockDataDir took. */
 export interface DataDirLock {
   /** The kernel lock is held: every earlier holder of the directory, of any place, has exited. */
   certain: boolean;
-  /** The stale hub.pid this start replaced; undefined when there was none. */
+  /** The stale holder file (HOLDER_FILE, else PID_FILE) this start replaced; undefined when there was none. */
   replaced?: Holder;
 }
 
@@ -771,7 +809,10 @@ const HOLDER_WAIT_MS = 5_000;
 
 /**
  * Takes the data directory for this process, or throws (DataDirInUse, naming the holder; or
- * StartRefused).
+ * StartRefused). Two files name the holder: HOLDER_FILE (pid, place, lock mark), which this version
+ * reads and takes, and PID_FILE (the pid alone), which earlier versions read and take, taken
+ * second and given up first (takeCompat, unlockDataDir); where HOLDER_FILE is missing, a PID_FILE
+ * with identity lines (the version just before) stands for it. "hub.pid" below is the holder file.
  *
  * The kernel decides first: `<dataDir>/hub.lock` (made when missing, never replaced or removed) is
  * opened and locked with flock(2), exclusive, through flock(1) on the same open file description,
@@ -807,21 +848,51 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   try {
     const got = await takeKernelLock(dataDir, fd, me);
     if (got === 'acquired') {
-      const replaced = replaceUnderLock(dataDir, me);
+      const replaced = await replaceUnderLock(dataDir, me);
       heldLocks.set(key, fd);
       kept = true;
       return { certain: true, replaced };
     }
     logger().warn(
       { dataDir, reason: got.unavailable },
-      `no kernel lock on ${lockPath} (${got.unavailable}): hub.pid alone guards the data directory, and a hub.pid of another container or machine is never taken over`,
+      `no kernel lock on ${lockPath} (${got.unavailable}): hub.holder alone guards the data directory, and a hub.holder of another container or machine is never taken over`,
     );
   } finally {
     if (!kept) closeSync(fd);
   }
-  const taken = await takeFile(join(dataDir, LOCK_FILE), me);
+  const holderPath = join(dataDir, HOLDER_FILE);
+  const taken = await takeFile(holderPath, lockContent(process.pid, me, false), (holder) => judgeHolder(holder, me));
   if ('held' in taken) throw new DataDirInUse(dataDir, taken.held.pid, taken.elsewhere ? taken.held.place : undefined, { file: taken.file });
-  return { certain: false, replaced: taken.replaced };
+  try {
+    const compat = await takeCompat(dataDir, me, false, taken.replaced);
+    return { certain: false, replaced: taken.replaced ?? compat };
+  } catch (err) {
+    rmSync(holderPath, { force: true }); // this start's own, made a moment ago
+    throw err;
+  }
+}
+
+/**
+ * PID_FILE made this process's (the pid alone), by the protocol of the earlier versions that read it
+ * (takeFile; its gates are theirs, named by the content's hash, the pid alone in them too): a
+ * simultaneous start of an earlier version and this start never both hold the directory. A live
+ * holder there (an earlier version's hub) refuses the start (DataDirInUse). Resolves to the stale
+ * file replaced, if any.
+ */
+async function takeCompat(dataDir: string, me: Place, underLock: boolean, replaced: Holder | undefined): Promise<Holder | undefined> {
+  const taken = await takeFile(join(dataDir, PID_FILE), compatContent(process.pid), (found) => judgeCompat(found, me, underLock, replaced));
+  if ('held' in taken) throw new DataDirInUse(dataDir, taken.held.pid, taken.elsewhere ? taken.held.place : undefined, { file: taken.file });
+  return taken.replaced;
+}
+
+/** The holder file as a start that finds hub.lock held reads it: HOLDER_FILE, else PID_FILE (the version just before HOLDER_FILE wrote its identity lines there). */
+function readHolderFile(dataDir: string): { path: string; holder?: Holder } {
+  for (const name of [HOLDER_FILE, PID_FILE]) {
+    const path = join(dataDir, name);
+    const content = readIfThere(path);
+    if (content !== undefined) return { path, holder: parseHolder(content) };
+  }
+  return { path: join(dataDir, HOLDER_FILE) };
 }
 
 /**
@@ -855,13 +926,11 @@ function tryKernelLock(fd: number): 'acquired' | 'held' | { unavailable: string 
 
 /** lockDataDir's kernel lock: taken, or refused while another holds it, or unavailable. */
 async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'acquired' | { unavailable: string }> {
-  const hubPid = join(dataDir, LOCK_FILE);
   let deadline = Date.now() + HOLDER_WAIT_MS;
   for (;;) {
     const state = tryKernelLock(fd);
     if (state !== 'held') return state;
-    const content = readIfThere(hubPid);
-    const holder = content === undefined ? undefined : parseHolder(content);
+    const { path: hubPid, holder } = readHolderFile(dataDir);
     if (holder?.locked && holder.place && !samePlace(holder.place, me)) throw new DataDirInUse(dataDir, holder.pid, holder.place, { locked: true });
     if (holder?.locked && liveHere(holder) && hasOpen(holder.pid, join(dataDir, KERNEL_LOCK_FILE))) throw new DataDirInUse(dataDir, holder.pid);
     // Held, by no hub that can be named: an orphan of this place, visible here, is stopped; else
@@ -912,33 +981,49 @@ function hasOpen(pid: number, path: string): boolean {
 }
 
 /**
- * hub.pid made this process's under the kernel lock: a file written under it is stale (its writer
- * has exited, or the lock would be its); one written without it is judged by the identity rules.
- * Resolves to the file replaced.
+ * HOLDER_FILE, then PID_FILE, made this process's under the kernel lock: a file written under it is
+ * stale (its writer has exited, or the lock would be its); one written without it is judged by the
+ * identity rules, both files before either is written, so a refused start changes nothing. Resolves
+ * to the file replaced.
  */
-function replaceUnderLock(dataDir: string, me: Place): Holder | undefined {
-  const path = join(dataDir, LOCK_FILE);
+async function replaceUnderLock(dataDir: string, me: Place): Promise<Holder | undefined> {
+  const path = join(dataDir, HOLDER_FILE);
   const content = readIfThere(path);
   const holder = content === undefined ? undefined : parseHolder(content);
-  if (holder && !holder.locked) {
-    const verdict = judgeHolder(holder, me);
-    if (verdict !== 'stale') throw new DataDirInUse(dataDir, holder.pid, verdict === 'elsewhere' ? holder.place : undefined, { file: path });
-  }
+  const refuse = (found: Holder, verdict: Verdict, file: string) => {
+    if (verdict !== 'stale') throw new DataDirInUse(dataDir, found.pid, verdict === 'elsewhere' ? found.place : undefined, { file });
+  };
+  if (holder) refuse(holder, judgeFile(holder, me, true), path);
+  const compatPath = join(dataDir, PID_FILE);
+  const compatContentFound = readIfThere(compatPath);
+  const compat = compatContentFound === undefined ? undefined : parseHolder(compatContentFound);
+  if (compat) refuse(compat, judgeCompat(compat, me, true, holder), compatPath);
   renameSync(filledBeside(path, lockContent(process.pid, me, true)), path);
-  return holder;
+  try {
+    await takeCompat(dataDir, me, true, holder);
+  } catch (err) {
+    rmSync(path, { force: true }); // an earlier version's start took PID_FILE in between
+    throw err;
+  }
+  return holder ?? compat;
 }
 
 /**
- * Gives the data directory up: removes `<dataDir>/hub.pid` when this process holds it (unless
- * `keepFile`), then closes this process's descriptor of `hub.lock` (the lock stays while its server
- * keeps its own).
+ * Gives the data directory up: removes `<dataDir>/hub.pid`, then `<dataDir>/hub.holder`, when this
+ * process holds them (unless `keepFile`): a stop cut between the two leaves the file that says
+ * where and under which lock it ran, never the pid alone. Then closes this process's descriptor of
+ * `hub.lock` (the lock stays while its server keeps its own).
  */
 export function unlockDataDir(dataDir: string, { keepFile = false } = {}): void {
-  const file = join(dataDir, LOCK_FILE);
+  const file = join(dataDir, HOLDER_FILE);
   if (!keepFile) {
     try {
       const holder = parseHolder(readFileSync(file, 'utf8'));
-      if (holder.pid === process.pid && holder.place && samePlace(holder.place, here())) rmSync(file, { force: true });
+      if (holder.pid === process.pid && holder.place && samePlace(holder.place, here())) {
+        const compat = join(dataDir, PID_FILE);
+        if (readIfThere(compat) === compatContent(process.pid)) rmSync(compat, { force: true });
+        rmSync(file, { force: true });
+      }
     } catch {
       // already gone
     }
@@ -954,8 +1039,9 @@ export function unlockDataDir(dataDir: string, { keepFile = false } = {}): void 
 type Taken = { replaced: Holder | undefined } | { held: Holder; elsewhere: boolean; file: string };
 
 /**
- * Makes `path` hold this process's pid and place, unless a live process other than this one, or a
- * process of another place, holds it: then that holder. A file naming a process that is gone is
+ * Makes `path` hold `mine` (this process's pid, with its place in a holder file), unless `judge`
+ * finds it held by a live process other than this one, or by a process of another place: then that
+ * holder. A file naming a process that is gone is
  * replaced, never removed: a removal followed by a create lets a second start that judged the same
  * file stale remove the first one's new file in between, and both would hold the directory. Its
  * replacement goes through a gate, `<path>.stale-<hash of its content>`, taken the same way (so a
@@ -963,17 +1049,18 @@ type Taken = { replaced: Holder | undefined } | { held: Holder; elsewhere: boole
  * replaces the file, and only while it still has the content judged stale; every change of the file
  * from that content passes the gate.
  */
-async function takeFile(path: string, me: Place): Promise<Taken> {
-  const mine = lockContent(process.pid, me, false);
+async function takeFile(path: string, mine: string, judge: (holder: Holder) => Verdict): Promise<Taken> {
   for (let attempt = 0; attempt < 200; attempt++) {
     if (createExclusive(path, mine)) return { replaced: undefined };
     const content = readIfThere(path);
     if (content === undefined) continue; // released meanwhile
     const holder = parseHolder(content);
-    const verdict = judgeHolder(holder, me);
+    const verdict = judge(holder);
     if (verdict !== 'stale') return { held: holder, elsewhere: verdict === 'elsewhere', file: path };
     const gate = `${path}.stale-${createHash('sha256').update(content).digest('hex').slice(0, 12)}`;
-    const gated = await takeFile(gate, me);
+    // A gate is judged by the identity rules alone (one left by a killed start of another place is never taken).
+    const me = here();
+    const gated = await takeFile(gate, mine, (found) => judgeHolder(found, me));
     // A gate of another place was left by a start there, perhaps killed in it: never taken from here.
     if ('held' in gated && gated.elsewhere) return gated;
     if ('held' in gated) {
