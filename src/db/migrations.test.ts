@@ -75,6 +75,45 @@ describe('migrations', () => {
     }
   });
 
+  it('a migration waiting for a lock that a long transaction holds gives way (lock_timeout), so the live statements queued behind it run on, and is applied once that transaction has ended', async () => {
+    const url = await createTestDatabase();
+    const first = { 'V1__t.sql': 'create table demo.t (x int); insert into demo.t values (1);' };
+    await migrate(url, roles, [{ schema: 'demo', dir: folder(first) }]);
+    const dir = folder({ ...first, 'V2__column.sql': 'alter table demo.t add column y int;' });
+    // A long reader (an export's snapshot, a report): its lock conflicts with the alter table's.
+    const reader = new pg.Client({ connectionString: url });
+    const live = new pg.Client({ connectionString: url });
+    await reader.connect();
+    await live.connect();
+    const logs = captureLogs('warn');
+    try {
+      await reader.query('begin');
+      await reader.query('select count(*) from demo.t');
+      const migrating = migrate(url, roles, [{ schema: 'demo', dir }], { lockTimeoutMs: 1_000 });
+      // The alter table waiting for its lock, with the live pods' statements to queue behind it.
+      await until('the migration to wait for its lock', async () => {
+        const { rows } = await live.query(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like 'alter table demo.t%'`);
+        return rows.length > 0;
+      }, 30_000);
+      // A live pod's write: was held behind the waiting alter table until the reader ended (here: cut
+      // by its statement_timeout); now it waits a second at most, while the migration gives way.
+      await live.query("set statement_timeout = '5s'");
+      for (let i = 0; i < 3; i++) await live.query('insert into demo.t values (2)');
+      await until('the migration to give way', () => logs.lines().some((l) => String(l.msg).startsWith('migration V2__column.sql gave way')), 30_000);
+      expect(logs.lines().find((l) => String(l.msg).startsWith('migration V2__column.sql gave way'))?.msg).toBe(
+        'migration V2__column.sql gave way to a transaction holding a lock it needs (waited 1000 ms, so as not to hold up the statements queued behind it): trying again in 1000 ms',
+      );
+      await reader.query('commit');
+      expect(await migrating).toBe(1);
+      const columns = await query(url, "select column_name from information_schema.columns where table_schema = 'demo' and table_name = 't' order by ordinal_position");
+      expect(columns.rows.map((r) => r.column_name)).toEqual(['x', 'y']);
+    } finally {
+      logs.restore();
+      await reader.end();
+      await live.end();
+    }
+  }, 60_000);
+
   it('reports pending files before they are applied', async () => {
     const url = await createTestDatabase();
     const dir = folder({ 'V1__a.sql': 'create table demo.a (x int);' });

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { StartRefused } from '../errors.js';
 import { loggableMessage } from '../observability/database-errors.js';
@@ -57,6 +58,16 @@ export interface SchemaStatus {
 }
 
 const LOCK_KEY = 'svc-hub:migrations';
+/**
+ * How long a migration waits for a lock on a table a live hub uses (`lock_timeout`) before it
+ * gives way and tries again (MIGRATION_RETRY_MS). PostgreSQL queues every later request for that
+ * table behind a lock requested and not yet granted: an `alter table` waiting for a long transaction
+ * (an export's snapshot, a slow report) stalled every statement of the live pods on that table for
+ * as long. Given way, they run on; the migration's wait is the sum of its tries.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MS = 2_000;
+/** The pause between a migration's tries after it gave way (doubling up to 30 s). */
+const MIGRATION_RETRY_MS = 1_000;
 const FILE = /^V(\d+)__([\w-]+)\.sql$/;
 
 export function readMigrations(sets: MigrationSet[] = MIGRATION_SETS): MigrationFile[] {
@@ -103,8 +114,9 @@ export async function migrate(
    * again; never configuration). interrupt: cuts the connection (ownClient), the wait for the lock
    * included; a file being applied is rolled back.
    */
-  options: { outOfOrder?: boolean; interrupt?: AbortSignal } = {},
+  options: { outOfOrder?: boolean; interrupt?: AbortSignal; lockTimeoutMs?: number } = {},
 ): Promise<number> {
+  const lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
   const files = readMigrations(sets);
   const client = ownClient({ connectionString: ownerUrl }, options.interrupt);
   await client.connect();
@@ -142,22 +154,36 @@ export async function migrate(
         continue;
       }
       const started = Date.now();
-      await client.query('begin');
-      try {
-        await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
-        await client.query(file.sql);
-        await client.query('insert into public.svc_schema_history (schema, version, description, checksum, duration_ms) values ($1, $2, $3, $4, $5)', [
-          file.schema,
-          file.version,
-          file.description,
-          file.checksum,
-          Date.now() - started,
-        ]);
-        await client.query('commit');
-      } catch (err) {
-        await client.query('rollback');
-        // Printed and logged as it is: a value the database quotes (a row a data migration cannot convert) is masked.
-        throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${loggableMessage(err)}`, { cause: err });
+      for (let pause = MIGRATION_RETRY_MS; ; pause = Math.min(pause * 2, 30_000)) {
+        await client.query('begin');
+        try {
+          // Each lock the file asks for is waited for lockTimeoutMs at most (see MIGRATION_LOCK_TIMEOUT_MS).
+          await client.query(`set local lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
+          await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
+          await client.query(file.sql);
+          await client.query('insert into public.svc_schema_history (schema, version, description, checksum, duration_ms) values ($1, $2, $3, $4, $5)', [
+            file.schema,
+            file.version,
+            file.description,
+            file.checksum,
+            Date.now() - started,
+          ]);
+          await client.query('commit');
+          break;
+        } catch (err) {
+          await client.query('rollback');
+          if ((err as { code?: string }).code === '55P03' && !options.interrupt?.aborted) {
+            logger().warn(
+              { schema: file.schema, version: file.version, err: loggableMessage(err) },
+              `migration ${file.file} gave way to a transaction holding a lock it needs (waited ${lockTimeoutMs} ms, so as not to hold up the statements queued behind it): trying again in ${pause} ms`,
+            );
+            // Cut short by an interrupt: the next statement then fails on the cut connection.
+            await sleep(pause, undefined, { signal: options.interrupt }).catch(() => undefined);
+            continue;
+          }
+          // Printed and logged as it is: a value the database quotes (a row a data migration cannot convert) is masked.
+          throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${loggableMessage(err)}`, { cause: err });
+        }
       }
       applied++;
       logger().info({ schema: file.schema, version: file.version, ms: Date.now() - started }, `applied migration ${file.file}`);
