@@ -173,7 +173,7 @@ function serverEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
 /**
  * Starts the embedded PostgreSQL under `<dataDir>/pg`: initialises the cluster on first use only,
  * listens on 127.0.0.1 on a free port, and holds the directory (the kernel lock on
- * `<dataDir>/hub.lock`, which the server inherits, and `<dataDir>/hub.pid` naming this hub:
+ * `<dataDir>/hub.lock`, which the server inherits, and `<dataDir>/hub.holder` and `hub.pid` naming this hub:
  * lockDataDir) so a second hub on the same directory, of this machine or of another container or
  * machine sharing it, is refused with a clear message instead of a PostgreSQL lock error.
  *
@@ -191,7 +191,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedD
   mkdirSync(dataDir, { recursive: true });
   // Run as root, PostgreSQL runs as the postgres user, which must be able to pass through (not list).
   if (userInfo().uid === 0) chmodSync(dataDir, 0o711);
-  // The kernel lock taken (every earlier holder has exited), or a stale hub.pid replaced (the hub
+  // The kernel lock taken (every earlier holder has exited), or a stale hub.holder or hub.pid replaced (the hub
   // that left it ran here, and so did the server it left, if any).
   const lock = await lockDataDir(dataDir);
   const startedHere = lock.certain || lock.replaced !== undefined;
@@ -345,7 +345,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
           child.kill('SIGQUIT');
           if (!(await settlesWithin(exited, waitMs / 3))) {
             process.on('exit', onExit);
-            // hub.pid stays; the hub's descriptor of hub.lock goes (the server keeps its own).
+            // hub.holder and hub.pid stay; the hub's descriptor of hub.lock goes (the server keeps its own).
             unlockDataDir(dataDir, { keepFile: true });
             throw new Error(`the embedded PostgreSQL (pid ${child.pid}) did not stop; the next start on ${dataDir} stops it`);
           }
@@ -353,7 +353,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
       }
       // A server killed under the hub, and not started again, left its postmaster.pid: stale for
       // certain (its process has exited), so removed here rather than judged by the next start,
-      // which, without this hub's hub.pid, could not tell where the server ran (stopOrphan).
+      // which, without this hub's hub.holder, could not tell where the server ran (stopOrphan).
       if (readPidFile(clusterDir)?.pid === child.pid) rmSync(join(clusterDir, 'postmaster.pid'), { force: true });
       unlockDataDir(dataDir);
       logger().info('embedded PostgreSQL stopped');
@@ -582,9 +582,9 @@ function readPidFile(clusterDir: string): PidFile | undefined {
  * started elsewhere: in another container or on another machine sharing the data directory, where
  * that pid is its postmaster. The file is taken for stale only when `startedHere`: the start holds
  * the kernel lock (every server that held the directory has exited, wherever it ran), or, without
- * it, replaced a stale `hub.pid` of this place (or of an earlier version, which recorded no place),
+ * it, replaced a stale `hub.holder` or `hub.pid` of this place (or of an earlier version, which recorded no place),
  * so the hub that left the server ran here; or the caller restarts its own server. Without the lock
- * and with no `hub.pid` found, nothing says where the server runs: the start is refused
+ * and with neither found, nothing says where the server runs: the start is refused
  * (StartRefused) and the file left.
  */
 export async function stopOrphan(clusterDir: string, found?: { dataDir: string; startedHere: boolean }): Promise<void> {
@@ -804,7 +804,7 @@ export interface DataDirLock {
 /** The locked descriptor of `hub.lock` of each data directory this process holds, which its server inherits. */
 const heldLocks = new Map<string, number>();
 
-/** How long a start waits for the holder of a locked `hub.lock` to show itself (write hub.pid), or for an orphan's last processes to exit. */
+/** How long a start waits for the holder of a locked `hub.lock` to show itself (write hub.holder), or for an orphan's last processes to exit. */
 const HOLDER_WAIT_MS = 5_000;
 
 /**
@@ -934,7 +934,7 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'
     if (holder?.locked && holder.place && !samePlace(holder.place, me)) throw new DataDirInUse(dataDir, holder.pid, holder.place, { locked: true });
     if (holder?.locked && liveHere(holder) && hasOpen(holder.pid, join(dataDir, KERNEL_LOCK_FILE))) throw new DataDirInUse(dataDir, holder.pid);
     // Held, by no hub that can be named: an orphan of this place, visible here, is stopped; else
-    // the holder is waited for a moment (a start writes hub.pid right after it took the lock; an
+    // the holder is waited for a moment (a start writes hub.holder right after it took the lock; an
     // orphan's last processes exit after it).
     if (await stopLiveOrphan(clusterDirOf(dataDir), dataDir)) {
       deadline = Date.now() + HOLDER_WAIT_MS;
@@ -956,7 +956,7 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'
 }
 
 /**
- * Whether `pid` has `path` open: a hub named by a hub.pid written under the lock keeps `hub.lock`
+ * Whether `pid` has `path` open: a hub named by a holder file written under the lock keeps `hub.lock`
  * open while it holds the directory, so a live pid without it is some other process now (the pid
  * reused after the hub was killed). True where /proc does not tell (no /proc, another user's process).
  */
