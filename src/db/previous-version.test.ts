@@ -96,10 +96,13 @@ describe('connectors: a stored position (V11) and the watermark writes of the ve
        on conflict (connector_id, endpoint_id) do update set enabled = excluded.enabled, position = excluded.position, updated_at = now()
        returning uuid`;
     const { rows } = await m.owner.query<{ id: string }>("select id from connectors.connectors where name = 'crm'");
-    await expect(m.db.withTenant(1, (tx) => tx.query(UPSERT_ENDPOINT_4904C95D, [rows[0]!.id, 'deals', true, 1]))).rejects.toThrow(
-      'null value in column "kind" of relation "endpoints" violates not-null constraint',
-    );
-    expect((await m.owner.query("select count(*)::int as n from connectors.endpoints where endpoint_id = 'deals'")).rows[0].n).toBe(0);
+    // A new endpoint, and one stored already (the row's own columns are checked before the conflict).
+    for (const [endpointId, position] of [['deals', 1], ['contacts', 0]] as const) {
+      await expect(m.db.withTenant(1, (tx) => tx.query(UPSERT_ENDPOINT_4904C95D, [rows[0]!.id, endpointId, false, position]))).rejects.toThrow(
+        'null value in column "kind" of relation "endpoints" violates not-null constraint',
+      );
+    }
+    expect((await m.owner.query('select endpoint_id, enabled from connectors.endpoints')).rows).toEqual([{ endpoint_id: 'contacts', enabled: true }]);
   });
 
   it('this version storing a position (no watermark written) keeps it', async () => {
