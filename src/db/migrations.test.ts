@@ -114,6 +114,57 @@ describe('migrations', () => {
     }
   }, 60_000);
 
+  it('a file marked svc:no-transaction builds its index concurrently: the table\'s writes go on during the build; a build cut short leaves an invalid index, dropped and built again by the next start', async () => {
+    const url = await createTestDatabase();
+    const first = { 'V1__t.sql': 'create table demo.t (x int); insert into demo.t values (1), (1);' };
+    await migrate(url, roles, [{ schema: 'demo', dir: folder(first) }]);
+    const build = '-- svc:no-transaction\n-- One index, built without holding the writes.\ncreate unique index concurrently if not exists t_x on demo.t (x);\n';
+    const dir = folder({ ...first, 'V2__t_x.sql': build });
+    const valid = async () => (await query(url, "select i.indisvalid as valid from pg_index i join pg_class c on c.oid = i.indexrelid where c.relname = 't_x'")).rows;
+    // The duplicate rows fail the unique build: what a build cut short leaves, an invalid index.
+    await expect(migrate(url, roles, [{ schema: 'demo', dir }])).rejects.toThrow(/demo V2 \(V2__t_x.sql\) failed: could not create unique index "t_x"/);
+    expect(await valid()).toEqual([{ valid: false }]);
+    await query(url, 'delete from demo.t');
+
+    // A writer's open transaction: the build waits for it, while other writers go on.
+    const writer = new pg.Client({ connectionString: url });
+    const live = new pg.Client({ connectionString: url });
+    await writer.connect();
+    await live.connect();
+    const logs = captureLogs('warn');
+    try {
+      await writer.query('begin');
+      await writer.query('insert into demo.t values (10)');
+      const migrating = migrate(url, roles, [{ schema: 'demo', dir }]);
+      let seen = '';
+      await until('the build to wait for the open transaction', async () => {
+        const { rows } = await live.query(`select wait_event_type, wait_event, state, left(query, 80) as q from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`);
+        seen = JSON.stringify(rows);
+        return rows.some((r) => r.wait_event_type === 'Lock' && String(r.q).includes('index concurrently'));
+      }, { timeoutMs: 30_000, detail: () => seen });
+      // Was (every file in a transaction): 'CREATE INDEX CONCURRENTLY cannot run inside a transaction block'; a plain build holds these writes.
+      await live.query("set statement_timeout = '5s'");
+      for (let i = 0; i < 3; i++) await live.query(`insert into demo.t values (${20 + i})`);
+      await writer.query('commit');
+      expect(await migrating).toBe(1);
+      expect(await valid()).toEqual([{ valid: true }]);
+      expect(logs.lines().map((l) => l.msg)).toContain('migration V2__t_x.sql: index demo.t_x was left invalid by a build cut short; dropped and built again');
+      const history = await query(url, "select version from public.svc_schema_history where schema = 'demo' order by version");
+      expect(history.rows).toEqual([{ version: 1 }, { version: 2 }]);
+    } finally {
+      logs.restore();
+      await writer.end();
+      await live.end();
+    }
+  }, 60_000);
+
+  it('refuses a file marked svc:no-transaction that is not one concurrent index statement', () => {
+    for (const sql of ['create index t_x on demo.t (x);', 'create index concurrently if not exists a on demo.t (x); create index concurrently if not exists b on demo.t (x);', 'alter table demo.t add column y int;']) {
+      const dir = folder({ 'V1__x.sql': `-- svc:no-transaction\n${sql}\n` });
+      expect(() => readMigrations([{ schema: 'demo', dir }])).toThrow(`migration ${dir}/V1__x.sql is marked svc:no-transaction but is not one statement`);
+    }
+  });
+
   it('reports pending files before they are applied', async () => {
     const url = await createTestDatabase();
     const dir = folder({ 'V1__a.sql': 'create table demo.a (x int);' });

@@ -48,6 +48,35 @@ export interface MigrationFile {
   file: string;
   sql: string;
   checksum: string;
+  /** A file marked `-- svc:no-transaction`: one index built or dropped `concurrently`, outside a transaction (CONCURRENT_FILE). */
+  concurrent?: { schema: string; index: string };
+}
+
+/**
+ * The first line that marks a file to be applied outside a transaction (the file's very first). Such a file holds one
+ * statement, `create [unique] index concurrently if not exists <name> on <schema>.<table> …` or
+ * `drop index concurrently if exists <schema>.<name>`, names unquoted: an index built so holds
+ * none of its table's writes (a plain `create index` holds them for the whole build), and a build
+ * cut short (the hub stopped, a unique index meeting duplicates) leaves an invalid index, which the
+ * next try drops first.
+ */
+const NO_TRANSACTION = /^--[ \t]*svc:no-transaction[ \t]*(?:\r?\n|$)/;
+const CONCURRENT_FILE =
+  /^\s*(?:create\s+(?:unique\s+)?index\s+concurrently\s+if\s+not\s+exists\s+([a-z_][a-z0-9_]*)\s+on\s+(?:only\s+)?([a-z_][a-z0-9_]*)\.[a-z_][a-z0-9_]*\b|drop\s+index\s+concurrently\s+if\s+exists\s+([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\b)[^;]*;?\s*$/i;
+
+/** What a `-- svc:no-transaction` file builds or drops; throws naming the file when it is not one such statement. */
+function concurrentStatement(sql: string, where: string): { schema: string; index: string } {
+  const statement = sql
+    .split('\n')
+    .filter((line) => !/^\s*--/.test(line))
+    .join('\n');
+  const match = CONCURRENT_FILE.exec(statement);
+  if (!match) {
+    throw new Error(
+      `migration ${where} is marked svc:no-transaction but is not one statement 'create [unique] index concurrently if not exists <name> on <schema>.<table> …' or 'drop index concurrently if exists <schema>.<name>' (names unquoted)`,
+    );
+  }
+  return match[1] ? { index: match[1].toLowerCase(), schema: match[2]!.toLowerCase() } : { schema: match[3]!.toLowerCase(), index: match[4]!.toLowerCase() };
 }
 
 export interface SchemaStatus {
@@ -84,7 +113,8 @@ export function readMigrations(sets: MigrationSet[] = MIGRATION_SETS): Migration
       if (seen.has(version)) throw new Error(`schema ${set.schema} has two migrations with version ${version}`);
       seen.add(version);
       const sql = readFileSync(join(dir, file), 'utf8');
-      out.push({ schema: set.schema, version, description: match[2]!, file, sql, checksum: createHash('sha256').update(sql).digest('hex') });
+      const concurrent = NO_TRANSACTION.test(sql) ? concurrentStatement(sql, `${set.dir}/${file}`) : undefined;
+      out.push({ schema: set.schema, version, description: match[2]!, file, sql, checksum: createHash('sha256').update(sql).digest('hex'), ...(concurrent ? { concurrent } : {}) });
     }
   }
   return out.sort((a, b) => sets.findIndex((s) => s.schema === a.schema) - sets.findIndex((s) => s.schema === b.schema) || a.version - b.version);
@@ -154,6 +184,12 @@ export async function migrate(
         continue;
       }
       const started = Date.now();
+      if (file.concurrent) {
+        await applyConcurrently(client, file, started);
+        applied++;
+        logger().info({ schema: file.schema, version: file.version, ms: Date.now() - started }, `applied migration ${file.file}`);
+        continue;
+      }
       for (let pause = MIGRATION_RETRY_MS; ; pause = Math.min(pause * 2, 30_000)) {
         await client.query('begin');
         try {
@@ -161,13 +197,7 @@ export async function migrate(
           await client.query(`set local lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
           await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
           await client.query(file.sql);
-          await client.query('insert into public.svc_schema_history (schema, version, description, checksum, duration_ms) values ($1, $2, $3, $4, $5)', [
-            file.schema,
-            file.version,
-            file.description,
-            file.checksum,
-            Date.now() - started,
-          ]);
+          await recordApplied(client, file, started);
           await client.query('commit');
           break;
         } catch (err) {
@@ -208,6 +238,44 @@ export async function migrate(
     await client.end();
   }
   return applied;
+}
+
+/** The history's row of an applied file. */
+async function recordApplied(client: pg.ClientBase, file: MigrationFile, started: number): Promise<void> {
+  await client.query('insert into public.svc_schema_history (schema, version, description, checksum, duration_ms) values ($1, $2, $3, $4, $5)', [
+    file.schema,
+    file.version,
+    file.description,
+    file.checksum,
+    Date.now() - started,
+  ]);
+}
+
+/**
+ * A `-- svc:no-transaction` file (CONCURRENT_FILE), outside a transaction: an invalid index of its
+ * name (a build cut short before) is dropped first, then the statement runs, then the history
+ * records it. A stop between the two leaves a valid index, which the next start's `if not exists`
+ * finds. No lock_timeout: a concurrent build or drop waits for the transactions before it, and holds
+ * none of the table's reads or writes meanwhile.
+ */
+async function applyConcurrently(client: pg.ClientBase, file: MigrationFile, started: number): Promise<void> {
+  const { schema, index } = file.concurrent!;
+  try {
+    await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
+    const invalid = await client.query(
+      `select 1 from pg_index i join pg_class c on c.oid = i.indexrelid join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = $1 and c.relname = $2 and not i.indisvalid`,
+      [schema, index],
+    );
+    if (invalid.rowCount) {
+      logger().warn({ schema, index }, `migration ${file.file}: index ${schema}.${index} was left invalid by a build cut short; dropped and built again`);
+      await client.query(`drop index concurrently if exists ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(index)}`);
+    }
+    await client.query(file.sql);
+    await recordApplied(client, file, started);
+  } catch (err) {
+    throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${loggableMessage(err)}`, { cause: err });
+  }
 }
 
 /**
