@@ -2,6 +2,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { ClockRunner } from '../clock/clock.js';
 import { startEmbedded } from '../db/embedded.js';
@@ -189,5 +190,61 @@ describe('leadership', () => {
         await x.leadership.stop();
       }
     }
+  });
+  it('a check that wins the leadership while the process stops runs no gated job and tells no listener; the stop gives the leadership up', async () => {
+    const key = 'test:stopping';
+    const holder = new pg.Client({ connectionString: t.ownerUrl });
+    await holder.connect();
+    await holder.query('select pg_advisory_lock(hashtext($1))', [key]);
+    const elector = new AdvisoryLockElector(url, key);
+    // Counts the acquisitions won: the case below is one (else it proves nothing).
+    let won = 0;
+    const acquire = elector.acquire.bind(elector);
+    elector.acquire = async () => {
+      const ok = await acquire();
+      if (ok) won++;
+      return ok;
+    };
+    const leadership = new Leadership(elector, { checkEvery: 100 });
+    let elected = 0;
+    leadership.onElected(() => elected++);
+    const clock = new ClockRunner();
+    let runs = 0;
+    leadership.gate(clock).schedule('job', { every: 60_000 }, async () => {
+      runs++;
+    });
+    clock.start();
+    await leadership.start();
+    expect(leadership.isLeader()).toBe(false);
+    // The follower's next check is held (its backend frozen) while the lock is freed; the process
+    // stops meanwhile (the clocks first, as the hub's stop does), then the check wins.
+    const { rows } = await t.owner.query<{ pid: number }>('select pid from pg_stat_activity where application_name = $1 and datname = current_database()', [`svc-hub leader (${key})`]);
+    expect(rows.length).toBe(1);
+    const backend = rows[0]!.pid;
+    process.kill(backend, 'SIGSTOP');
+    try {
+      await holder.query('select pg_advisory_unlock(hashtext($1))', [key]);
+      // A check (every 100 ms) has sent its try and waits for the answer.
+      await new Promise((r) => setTimeout(r, 400));
+      await clock.stop();
+      const stopping = leadership.stop();
+      await new Promise((r) => setTimeout(r, 100));
+      process.kill(backend, 'SIGCONT');
+      await stopping;
+    } finally {
+      try {
+        process.kill(backend, 'SIGCONT');
+      } catch {
+        // ended with the stop's release
+      }
+    }
+    expect(won).toBe(1);
+    // Was: the check that won ran the gated job on the stopped clock and told the onElected listeners
+    // (the operator's start), neither waited for by anything, after the stop had stopped its work.
+    await new Promise((r) => setTimeout(r, 200));
+    expect({ runs, elected }).toEqual({ runs: 0, elected: 0 });
+    // Won, then given up by the stop: the lock is free.
+    expect((await holder.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [key])).rows[0]!.ok).toBe(true);
+    await holder.end();
   });
 });

@@ -199,9 +199,16 @@ export class Leadership {
   async start(): Promise<void> {
     this.stopped = false;
     await this.check();
-    this.schedule(this.options.checkEvery);
+    if (!this.stopped) this.schedule(this.options.checkEvery);
   }
 
+  /**
+   * No check begins any more; one under way is waited for, then the leadership is given up. A check
+   * that wins the leadership while the stop waits for it neither calls the `onElected` listeners
+   * nor runs the gated jobs: what stops has stopped its work already (the hub's clocks, the
+   * operator's term), which would otherwise begin again, unawaited, after the leadership was given
+   * up and while the process closes its database.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
@@ -229,6 +236,8 @@ export class Leadership {
           return;
         }
         if (await this.elector.acquire()) {
+          // Won while stopping: given up again by stop(), which waits for this check.
+          if (this.stopped) return;
           logger().info(`leadership acquired (${this.elector.description}): running the outbox consumers and sweeps`);
           for (const listener of this.electedListeners) listener();
           for (const { clock, name } of this.gated) void clock.trigger(name);
