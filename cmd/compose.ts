@@ -91,9 +91,10 @@ interface StartOptions {
   now?: Now;
   /**
    * A signal during the start (the executable's first SIGTERM, SIGINT or SIGHUP) interrupts it: the
-   * database setup's waits are cut (setupDatabase), and so are every database connection the start
-   * made, the pools' included (src/db/pool.ts `interruptibleStart`: the stored secrets' check, the
-   * outbox listener's and the leadership's connects); no further step is begun, and the start fails,
+   * embedded PostgreSQL's own start is stopped (initdb, the server's launch: setupDatabase), and
+   * every database connection the start made is cut, the pools' included (src/db/pool.ts
+   * `interruptibleStart`: the migrations' wait for their lock, the stored secrets' check, the outbox
+   * listener's and the leadership's connects); no further step is begun, and the start fails,
    * releasing what it had acquired as any failed start does, without waiting on the database.
    */
   interrupt?: AbortSignal;

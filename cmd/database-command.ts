@@ -1,17 +1,23 @@
 import type { Config } from '../src/config/config.js';
+import { interruptibleStart } from '../src/db/pool.js';
 import { type DatabaseSetup, setupDatabase } from '../src/runtime/database-setup.js';
 import { boundedCommand, DATABASE_CLOSE, DATABASE_SETUP, NO_SIGNAL, type PendingSteps, startedOrInterrupted, stopLimitMs } from './stop.js';
 
 /**
  * The start of a command whose start is its database's setup alone (`migrate`, `secrets`, `outbox`),
- * for `startedOrInterrupted` (cmd/stop.ts): named while it runs, interrupted by `stop`, stopped by the
- * database's close. With `stop` (the executable's signal), the embedded PostgreSQL runs in a process
- * group of its own, as the roles': a terminal's Ctrl-C reaches the command, which stops the server itself.
+ * for `startedOrInterrupted` (cmd/stop.ts): named while it runs, interrupted by `stop` as the hub's
+ * start is (`interruptibleStart`: its connections cut; the embedded server's own start stopped),
+ * stopped by the database's close. With `stop` (the executable's signal), the embedded PostgreSQL runs
+ * in a process group of its own, as the roles': a terminal's Ctrl-C reaches the command, which stops
+ * the server itself.
  */
 export function databaseStart(config: Config, options: { migrate: boolean; stop?: AbortSignal }): (steps: PendingSteps) => Promise<{ setup: DatabaseSetup; stop(): Promise<void> }> {
   return (steps) =>
     steps
-      .step(DATABASE_SETUP, setupDatabase(config, { migrate: options.migrate, ownProcessGroup: options.stop !== undefined, interrupt: options.stop }))
+      .step(
+        DATABASE_SETUP,
+        interruptibleStart(options.stop, () => setupDatabase(config, { migrate: options.migrate, ownProcessGroup: options.stop !== undefined, interrupt: options.stop })),
+      )
       .then((setup) => ({ setup, stop: () => setup.close() }));
 }
 

@@ -1,11 +1,11 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { freePort, startEmbedded } from '../src/db/embedded.js';
+import { freePort, isLive, startEmbedded } from '../src/db/embedded.js';
 import { readMigrations } from '../src/db/migrations.js';
 import { ddlLockName, tenantSchema } from '../src/connectors/target/ddl.js';
 import { startDemoSource } from '../src/demo-source/server.js';
@@ -84,6 +84,36 @@ async function untilLoginHangs(serverUrl: string, which: string, detail: () => s
   } finally {
     await probe.end();
   }
+}
+
+/** The pids of the live processes whose command line has an argument `arg`. */
+function pidsWith(arg: string): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(arg);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+/** The live processes of process group `pgid` (zombies not counted). */
+function processGroup(pgid: number): number[] {
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const [state, , group] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        return state !== 'Z' && Number(group) === pgid;
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 /** The exit code; when it is not 0, the process's output goes with the failure (what it said is the diagnosis). */
@@ -381,17 +411,27 @@ describe('svc-hub executable', () => {
     // Ctrl-C in a terminal: SIGINT to the whole foreground group, here while initdb makes the cluster.
     const dataDir = join(tempDir(), 'data');
     const first = start(['migrate'], { SVC_DATA_DIR: dataDir }, true);
-    await until('initdb to start', () => first.output().includes('initialising embedded PostgreSQL'), { timeoutMs: 60_000, everyMs: 5 });
+    const initdbPid = await until('initdb to run', () => pidsWith(`--pgdata=${join(dataDir, 'pg.initdb')}`)[0], { timeoutMs: 60_000, everyMs: 5, detail: () => first.output() });
+    const signalled = performance.now();
     process.kill(-first.child.pid!, 'SIGINT');
-    // Was: initdb killed with the group, `could not initialise embedded PostgreSQL`. Now initdb and the
-    // server's start end (they are not cut), then the start is interrupted: the migrations not applied, exit 1.
-    expect({ exit: await first.exited, output: first.output() }).toMatchObject({ exit: 1 });
+    // Was: initdb and the server's start went on to their end (they were not cut), the interruption
+    // taking effect once the server was up. Now initdb and the PostgreSQL it runs (its process group)
+    // are killed, its work directory removed, and the start is interrupted at once: exit 1.
+    expect({ exit: await exitWithin(first, 20_000), output: first.output() }).toMatchObject({ exit: 1 });
+    expect(performance.now() - signalled).toBeLessThan(10_000);
     expect(first.output()).toContain('SIGINT: interrupting the migrations');
     expect(first.output()).not.toContain('could not initialise');
-    expect(first.output()).toContain('embedded PostgreSQL ready');
+    expect(first.output()).not.toContain('embedded PostgreSQL ready');
     expect(first.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
     expect(first.output()).not.toContain('migrations are up to date');
     expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+    // Nothing of initdb's group left running, nothing half-made left: the next start makes the cluster anew.
+    expect(processGroup(initdbPid)).toEqual([]);
+    expect(['pg.initdb', 'pg.pw', join('pg', 'PG_VERSION')].filter((name) => existsSync(join(dataDir, name)))).toEqual([]);
+    const again = start(['migrate'], { SVC_DATA_DIR: dataDir });
+    expect(await exitCodeShowingOutput(again)).toBe(0);
+    expect(again.output()).toContain('initialising embedded PostgreSQL');
+    expect(again.output()).toContain('migrations are up to date');
 
     // Mid-migration: the embedded PostgreSQL is up, the migrations are being applied.
     const other = join(tempDir(), 'data');
@@ -406,6 +446,50 @@ describe('svc-hub executable', () => {
     expect(second.output()).not.toMatch(/terminating connection|"level":50|"level":60|\bERROR\b|\bFATAL\b/);
     expect(existsSync(join(other, 'hub.pid'))).toBe(false);
   }, 120_000);
+
+  it('a signal while the embedded PostgreSQL is being launched (it never gets ready) stops it at once: exit 0, hub.pid released, no PostgreSQL left, the next start serves', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const pgPort = await freePort();
+    const env = { SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PORT: String(pgPort), SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_EMBEDDING_PROVIDER: 'none' };
+    expect(await exitCodeShowingOutput(start(['migrate'], env))).toBe(0);
+    // The server's start hangs: an archive recovery whose restore_command sleeps for an hour (a
+    // duration of this test's own, to find it by).
+    const clusterDir = join(dataDir, 'pg');
+    const sleep = `3600.${pgPort}`;
+    const autoConf = readFileSync(join(clusterDir, 'postgresql.auto.conf'), 'utf8');
+    writeFileSync(join(clusterDir, 'postgresql.auto.conf'), `${autoConf}restore_command = 'sleep ${sleep}'\n`);
+    writeFileSync(join(clusterDir, 'recovery.signal'), '');
+
+    const hub = start(['serve'], { ...env, PORT: String(await freePort()) });
+    await until('the server to wait in its restore_command', () => pidsWith(sleep).length > 0, { timeoutMs: 60_000, detail: () => hub.output() });
+    const pgPid = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const signalled = performance.now();
+    hub.child.kill('SIGTERM');
+    try {
+      // Was: the hub waited for the server to get ready (120 s) until the stop's limit gave up (the
+      // grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid and the server left.
+      expect({ exit: await exitWithin(hub, 30_000), output: hub.output() }).toMatchObject({ exit: 0 });
+      expect(performance.now() - signalled).toBeLessThan(10_000);
+      expect(hub.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
+      expect(hub.output()).not.toContain('embedded PostgreSQL ready');
+      expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+      expect(existsSync(join(clusterDir, 'postmaster.pid'))).toBe(false);
+      expect(() => process.kill(pgPid, 0)).toThrow();
+      expect(pidsWith(sleep)).toEqual([]);
+    } finally {
+      // Should it fail: the server (in a process group of its own) not left running.
+      if (isLive(pgPid)) process.kill(pgPid, 'SIGQUIT');
+    }
+
+    // The recovery undone, the next start serves on the same cluster.
+    rmSync(join(clusterDir, 'recovery.signal'));
+    writeFileSync(join(clusterDir, 'postgresql.auto.conf'), autoConf);
+    const port = await freePort();
+    const again = start(['serve'], { ...env, PORT: String(port) });
+    await waitReady(`http://127.0.0.1:${port}`);
+    again.child.kill('SIGTERM');
+    expect(await exitCodeShowingOutput(again)).toBe(0);
+  }, 180_000);
 
   it('a signal while the start waits on the migrations\' lock (held by the test) interrupts it within the limit: serve exits 0, migrate 1', async () => {
     const url = await createTestDatabase();

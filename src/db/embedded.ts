@@ -103,6 +103,15 @@ export interface EmbeddedOptions {
    * a third of that for the immediate one before it fails; default STOP_WAIT_MS.
    */
   stopWaitMs?: number;
+  /**
+   * A signal during the start (the executable's, cmd/stop.ts) stops it where it is: initdb killed
+   * (its process group with it) and its half-made cluster removed, so the next start makes it anew;
+   * a server being launched stopped (an immediate shutdown: it was not serving yet) and waited for;
+   * a server that is up stopped. The data directory is released (hub.pid removed) and the start
+   * fails with the signal's reason. The connection that creates the database is cut by the caller's
+   * `interruptibleStart` (src/db/pool.ts).
+   */
+  interrupt?: AbortSignal;
 }
 
 /** `stopWaitMs`'s default. */
@@ -196,6 +205,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedD
   const lock = await lockDataDir(dataDir);
   const startedHere = lock.certain || lock.replaced !== undefined;
   try {
+    options.interrupt?.throwIfAborted();
     return await startCluster(dataDir, options, startedHere);
   } catch (err) {
     unlockDataDir(dataDir);
@@ -229,12 +239,14 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
   // What an initdb killed part-way (the hub killed meanwhile) leaves beside the cluster.
   for (const leftover of Object.values(initdbPaths(clusterDir))) rmSync(leftover, { recursive: true, force: true });
   const initialised = !existsSync(join(clusterDir, 'PG_VERSION'));
+  const { interrupt } = options;
   if (initialised) {
     logger().info({ dataDir: clusterDir }, 'initialising embedded PostgreSQL');
     try {
-      await initdb(install, clusterDir, password, runAs, keep, options.ownProcessGroup ?? false);
+      await initdb(install, clusterDir, password, runAs, keep, options.ownProcessGroup ?? false, interrupt);
     } catch (err) {
       rmSync(clusterDir, { recursive: true, force: true });
+      if (interrupt?.aborted) throw interrupt.reason;
       throw new Error(`could not initialise embedded PostgreSQL in ${clusterDir}: ${(err as Error).message}\n${output.join('\n')}`);
     }
   }
@@ -256,9 +268,13 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
     const exited = new Promise<void>((done) => child.once('exit', () => done()));
     child.on('error', (err) => keep(err.message));
     try {
-      await waitForReady(clusterDir, child, exited);
+      await waitForReady(clusterDir, child, exited, interrupt);
     } catch (err) {
+      // An immediate shutdown (the server was not serving yet; the next start recovers through the
+      // WAL), waited for, so that no server is left behind and its postmaster.pid is gone.
       child.kill('SIGQUIT');
+      if (!(await settlesWithin(exited, 10_000))) child.kill('SIGKILL');
+      if (interrupt?.aborted) throw interrupt.reason;
       throw new Error(`embedded PostgreSQL did not start (data ${clusterDir}, port ${port}): ${(err as Error).message}\n${output.slice(-10).join('\n')}`);
     }
     return { child, exited };
@@ -361,6 +377,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
     return stopped;
   };
   try {
+    interrupt?.throwIfAborted();
     await ensureDatabase(url, database);
   } catch (err) {
     await stop();
@@ -485,22 +502,34 @@ function initdbPaths(clusterDir: string): { work: string; pwfile: string } {
 
 /**
  * `ownProcessGroup` (EmbeddedOptions): initdb too runs in a process group of its own, so a
- * terminal's Ctrl-C during a first start reaches only the program, which stops once the start has
- * finished, instead of killing initdb under it (the start failing with "could not initialise");
- * should the program exit meanwhile, initdb is killed with it.
+ * terminal's Ctrl-C during a first start reaches only the program, which stops initdb itself
+ * (`interrupt`) instead of initdb dying under it (the start failing with "could not initialise");
+ * should the program exit meanwhile, initdb is killed with it. `interrupt` kills initdb, and the
+ * PostgreSQL it runs, and waits for them: the work directory is then removed whole.
  */
-async function initdb(install: string, clusterDir: string, password: string, runAs: OsUser | undefined, keep: (text: string) => void, ownProcessGroup: boolean): Promise<void> {
+async function initdb(
+  install: string,
+  clusterDir: string,
+  password: string,
+  runAs: OsUser | undefined,
+  keep: (text: string) => void,
+  ownProcessGroup: boolean,
+  interrupt: AbortSignal | undefined,
+): Promise<void> {
   const { work, pwfile } = initdbPaths(clusterDir);
   writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
   try {
     if (runAs) chownSync(pwfile, runAs.uid, runAs.gid);
     // In a process group of its own initdb never sees the terminal's Ctrl-C, but for the moment
     // between its fork and its own group: a signal sent to the group then is pending in it, and it
-    // dies of it at its start. Such a start is made again, once.
+    // dies of it at its start. Such a start is made again, once, unless the program was interrupted
+    // by the same signal (`interrupt`: then the start ends).
     for (let attempt = 1; ; attempt++) {
-      const signal = await initdbOnce(install, work, pwfile, runAs, keep, ownProcessGroup);
+      interrupt?.throwIfAborted();
+      const signal = await initdbOnce(install, work, pwfile, runAs, keep, ownProcessGroup, interrupt);
       if (signal === undefined) break;
       rmSync(work, { recursive: true, force: true });
+      interrupt?.throwIfAborted();
       if (!(ownProcessGroup && attempt === 1 && GROUP_SIGNALS.includes(signal))) throw new Error(`initdb exited with ${signal}`);
       keep(`initdb stopped by ${signal} as it started (a signal to the terminal's process group): started again`);
     }
@@ -515,8 +544,21 @@ async function initdb(install: string, clusterDir: string, password: string, run
 /** The signals a terminal or a process manager sends to a whole process group. */
 const GROUP_SIGNALS: string[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'];
 
-/** One run of initdb into `work` (made here): undefined when it succeeded, else the signal that ended it; another exit code throws. */
-async function initdbOnce(install: string, work: string, pwfile: string, runAs: OsUser | undefined, keep: (text: string) => void, ownProcessGroup: boolean): Promise<NodeJS.Signals | undefined> {
+/**
+ * One run of initdb into `work` (made here): undefined when it succeeded, else the signal that ended
+ * it; another exit code throws. `interrupt` kills it (SIGKILL: its own clean-up would wait for the
+ * step in hand), in its own process group the PostgreSQL it runs too; either way it is waited for
+ * until the last process that shares its output has gone.
+ */
+async function initdbOnce(
+  install: string,
+  work: string,
+  pwfile: string,
+  runAs: OsUser | undefined,
+  keep: (text: string) => void,
+  ownProcessGroup: boolean,
+  interrupt: AbortSignal | undefined,
+): Promise<NodeJS.Signals | undefined> {
   mkdirSync(work, { mode: 0o700 });
   if (runAs) chownSync(work, runAs.uid, runAs.gid);
   const child = spawn(
@@ -526,9 +568,22 @@ async function initdbOnce(install: string, work: string, pwfile: string, runAs: 
   );
   const onExit = () => child.kill('SIGKILL');
   process.on('exit', onExit);
+  const onInterrupt = () => {
+    try {
+      // The group: initdb and the PostgreSQL it runs (bootstrap, single-user) at once.
+      if (ownProcessGroup && child.pid !== undefined) process.kill(-child.pid, 'SIGKILL');
+      else child.kill('SIGKILL');
+    } catch {
+      // gone already
+    }
+  };
+  if (interrupt?.aborted) onInterrupt();
+  else interrupt?.addEventListener('abort', onInterrupt, { once: true });
   try {
     child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
     child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
+    // 'close': once every process holding initdb's output has ended (the PostgreSQL it runs writes
+    // there too, and, initdb killed alone, ends at the end of its input).
     const { code, signal } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolveExit, reject) => {
       child.once('error', reject);
       child.once('close', (code, signal) => resolveExit({ code, signal }));
@@ -538,15 +593,17 @@ async function initdbOnce(install: string, work: string, pwfile: string, runAs: 
     return undefined;
   } finally {
     process.off('exit', onExit);
+    interrupt?.removeEventListener('abort', onInterrupt);
   }
 }
 
-/** Resolves once `postmaster.pid` of `child` says `ready`; rejects when the child exits first. */
-async function waitForReady(clusterDir: string, child: ChildProcess, exited: Promise<void>): Promise<void> {
+/** Resolves once `postmaster.pid` of `child` says `ready`; rejects when the child exits first, or `interrupt` aborts. */
+async function waitForReady(clusterDir: string, child: ChildProcess, exited: Promise<void>, interrupt: AbortSignal | undefined): Promise<void> {
   let gone = false;
   void exited.then(() => (gone = true));
   const deadline = Date.now() + 120_000;
   for (;;) {
+    interrupt?.throwIfAborted();
     if (gone) throw new Error(`postgres exited (${child.exitCode ?? child.signalCode})`);
     const pidFile = readPidFile(clusterDir);
     if (pidFile && pidFile.pid === child.pid && pidFile.status === 'ready') return;

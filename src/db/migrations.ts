@@ -141,14 +141,14 @@ export async function migrate(
   sets: MigrationSet[] = MIGRATION_SETS,
   /**
    * outOfOrder: apply a file below its schema's applied version too (tests that apply one migration
-   * again; never configuration). interrupt: cuts the connection (ownClient), the wait for the lock
-   * included; a file being applied is rolled back.
+   * again; never configuration). Within an interruptible start (src/db/pool.ts `interruptibleStart`)
+   * a signal cuts the connection, the wait for the lock included; a file being applied is rolled back.
    */
-  options: { outOfOrder?: boolean; interrupt?: AbortSignal; lockTimeoutMs?: number } = {},
+  options: { outOfOrder?: boolean; lockTimeoutMs?: number } = {},
 ): Promise<number> {
   const lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
   const files = readMigrations(sets);
-  const client = ownClient({ connectionString: ownerUrl }, options.interrupt);
+  const client = ownClient({ connectionString: ownerUrl });
   await client.connect();
   let applied = 0;
   try {

@@ -49,21 +49,11 @@ export const KEEPALIVE = { keepAlive: true, keepAliveInitialDelayMillis: KEEPALI
  * A connection of its own, not a pool's (the migrations', the start's checks as the owner, the
  * embedded server's database creation), with the pools' TCP keepalive (KEEPALIVE): a start whose
  * database went silent under it fails instead of waiting for ever. `config`'s own settings win.
- * `interrupt` (a signal during the hub's start, cmd/stop.ts) cuts it: its socket is destroyed, so
- * its connect or statement under way (a wait for the migrations' lock, a database that does not
- * answer) fails at once; one already aborted is refused. One made within `interruptibleStart`'s
- * work is cut by its interruption as well.
+ * One made within `interruptibleStart`'s work is cut by its interruption, as a pool's is.
  */
-export function ownClient(config: pg.ClientConfig, interrupt?: AbortSignal): pg.Client {
-  interrupt?.throwIfAborted();
+export function ownClient(config: pg.ClientConfig): pg.Client {
   const client = new pg.Client({ ...KEEPALIVE, ...config });
   startConnections.getStore()?.track(client);
-  if (interrupt) {
-    // The statement or connect under way fails with it.
-    const onInterrupt = () => cut(client);
-    interrupt.addEventListener('abort', onInterrupt, { once: true });
-    client.once('end', () => interrupt.removeEventListener('abort', onInterrupt));
-  }
   return client;
 }
 
@@ -114,10 +104,12 @@ function cut(client: pg.Client): void {
 const startConnections = new AsyncLocalStorage<StartConnections>();
 
 /**
- * Runs `work` (the hub's start and, should it fail, its release: cmd/compose.ts `startHub`) so that
+ * Runs `work` (a start and, should it fail, its release: the hub's, cmd/compose.ts `startHub`; a
+ * command's database setup, cmd/database-command.ts `databaseStart`) so that
  * `interrupt` (a signal during the start), until `work` has settled, cuts every database connection
  * made within it: the pools' (a statement waiting on a locked table, a connect to a database that
- * does not answer) and those of their own (ownClient: the outbox listener's, the leadership's),
+ * does not answer) and those of their own (ownClient: the migrations' with their wait for the lock,
+ * the owner's checks, the embedded server's database creation, the outbox listener's, the leadership's),
  * including those made by what the start began (a clock's tick). Their sockets are destroyed, so
  * what waits on them fails at once, and a connection asked for afterwards within `work` fails as it
  * begins: the release that follows (endPool, endClient) finds nothing left open to wait for on a

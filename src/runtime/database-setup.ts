@@ -25,10 +25,11 @@ export interface DatabaseSetup {
 /**
  * Reaches PostgreSQL (the external one of `svc.datasource.url`, else the embedded one under the data
  * directory), applies pending migrations when asked, and opens the application and worker pools.
- * `interrupt` (a signal during the start, cmd/stop.ts) fails it promptly: the owner's connections are
- * cut (a wait for the migrations' lock or for a database that does not answer ends), no further step
- * is begun, and an embedded PostgreSQL it started is stopped (its data directory freed). The embedded
- * server's own start (initdb, its launch) is not cut: the interruption is seen once it is up.
+ * `interrupt` (a signal during the start, cmd/stop.ts) fails it promptly: the embedded server's own
+ * start is stopped (initdb or the server's launch: startEmbedded), no further step is begun, and an
+ * embedded PostgreSQL it started is stopped (its data directory freed). Its callers run it within
+ * `interruptibleStart` (src/db/pool.ts) on the same signal, which cuts its connections (a wait for
+ * the migrations' lock or for a database that does not answer ends).
  */
 export async function setupDatabase(config: Config, options: { migrate: boolean; ownProcessGroup?: boolean; interrupt?: AbortSignal }): Promise<DatabaseSetup> {
   const { interrupt } = options;
@@ -39,7 +40,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
     ownerUrl = external;
   } else {
     const port = config.int('svc.embedded.port');
-    embedded = await startEmbedded({ dataDir: config.string('svc.data-dir'), ownProcessGroup: options.ownProcessGroup, ...(port > 0 ? { port } : {}) });
+    embedded = await startEmbedded({ dataDir: config.string('svc.data-dir'), ownProcessGroup: options.ownProcessGroup, interrupt, ...(port > 0 ? { port } : {}) });
     ownerUrl = embedded.url;
   }
   registerSecret(new URL(ownerUrl).password ? decodeURIComponent(new URL(ownerUrl).password) : undefined);
@@ -54,21 +55,21 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
     };
     const managed = !explicitApp || !explicitWorker;
     if (options.migrate) {
-      const applied = await migrate(ownerUrl, managed ? roles : null, undefined, { interrupt });
+      const applied = await migrate(ownerUrl, managed ? roles : null);
       if (applied > 0) logger().info({ applied }, 'migrations applied');
-      await bootstrap(ownerUrl, config, interrupt);
+      await bootstrap(ownerUrl, config);
     } else {
       if (managed) {
         // The roles the hub connects as are made by the migrations: without them every connection
         // would fail as "password authentication failed", which points the wrong way.
-        const missing = await withOwner(ownerUrl, interrupt, (client) => missingRoles(client, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]));
+        const missing = await withOwner(ownerUrl, (client) => missingRoles(client, [...(explicitApp ? [] : [roles.app]), ...(explicitWorker ? [] : [roles.worker])]));
         if (missing.length) {
           throw new StartRefused(`the database has not been set up for the hub (no role ${missing.join(', no role ')}; svc.migrate.on-start is false): run svc-hub migrate first, or start with svc.migrate.on-start=true`);
         }
       }
       // Said at start, not only by readiness: the hub serves, out of service until they are applied.
       // Advisory: a database that does not answer now fails no start here (readiness says so).
-      const pending = await withOwner(ownerUrl, interrupt, (client) => migrationStatus((sql) => client.query(sql))).catch(() => []);
+      const pending = await withOwner(ownerUrl, (client) => migrationStatus((sql) => client.query(sql))).catch(() => []);
       const waiting = pending.filter((s) => s.pending > 0);
       if (waiting.length) {
         logger().warn(
@@ -76,7 +77,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
         );
       }
     }
-    const { refusal, warning } = await withOwner(ownerUrl, interrupt, async (client): Promise<{ refusal?: string; warning?: string }> => {
+    const { refusal, warning } = await withOwner(ownerUrl, async (client): Promise<{ refusal?: string; warning?: string }> => {
       // Roles an administrator made: the analytic chat's role must be there, and the application role able to
       // take it (docs/operations.md); without it every new ext table's grants, and every analytic query, would fail.
       const problem = managed ? undefined : await analyticRoleProblem(client, roles);
@@ -119,8 +120,8 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
   }
 }
 
-async function withOwner<T>(ownerUrl: string, interrupt: AbortSignal | undefined, work: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = ownClient({ connectionString: ownerUrl }, interrupt);
+async function withOwner<T>(ownerUrl: string, work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = ownClient({ connectionString: ownerUrl });
   await client.connect();
   try {
     return await work(client);
@@ -165,8 +166,8 @@ export async function workerPlanCacheWarning(db: Database): Promise<string | und
  * extension (src/retrieval/pgvector.ts), and, in an empty database, tenant 1, code `default`, so a
  * first `npm start` has a tenant to use.
  */
-async function bootstrap(ownerUrl: string, config: Config, interrupt: AbortSignal | undefined): Promise<void> {
-  await withOwner(ownerUrl, interrupt, async (client) => {
+async function bootstrap(ownerUrl: string, config: Config): Promise<void> {
+  await withOwner(ownerUrl, async (client) => {
     const pgvector = await preparePgvector(client, config.string('svc.retrieval.vector-search') as VectorSearchMode, embeddingDimensions(config));
     if (pgvector.reason) logger().info({ reason: pgvector.reason }, 'vector search: in-process index');
     // Outside the migration lock: a hub starting at the same time may be inserting it too, and the
