@@ -2,13 +2,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
 import { stringify } from 'yaml';
 import { Config } from '../src/config/config.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { chartGrants } from '../test/harness/chart-rbac.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { KubeApiStandIn } from '../test/harness/kube-api.js';
-import { loadRunJobTemplate, type OperatorProcess, operatorInstance, operatorLeaseName, startOperator, watchedNamespaces } from './operator.js';
+import { loadRunJobTemplate, OPERATOR_ELECTION_START, type OperatorProcess, operatorInstance, operatorLeaseName, startOperator, watchedNamespaces } from './operator.js';
+import { PendingSteps } from './stop.js';
 import { until } from '../test/harness/until.js';
 
 /**
@@ -229,6 +231,43 @@ describe('svc-hub operator', () => {
       });
       expect(condition).toMatchObject({ reason: 'Invalid' });
       expect(api.get('batch/v1', 'cronjobs', RELEASE_NS, `connector-${namespace}-${name}`)).toBeUndefined();
+    }
+  });
+  it("a signal while its start waits on the leadership's connect (its login hangs) interrupts it at once; the step is named meanwhile", async () => {
+    for (const o of operators.splice(0)) await o.stop();
+    const url = await createTestDatabase();
+    const owner = new pg.Client({ connectionString: url });
+    await owner.connect();
+    const leaderLogin = "application_name like 'svc-hub leader%'";
+    try {
+      // A login of the leadership's connection (its own application name) sleeps for an hour.
+      await owner.query(`create function hang_login() returns event_trigger language plpgsql as $$ begin if current_setting('application_name') like 'svc-hub leader%' then perform pg_sleep(3600); end if; end $$`);
+      await owner.query('create event trigger hang_login on login execute function hang_login()');
+      const interrupt = new AbortController();
+      const steps = new PendingSteps();
+      const outcome = startOperator(await config({ 'svc.datasource.url': url }), { kube: { server: api.url, token: 'interrupted' }, env: {}, interrupt: interrupt.signal, startSteps: steps }).then(
+        (op) => {
+          operators.push(op);
+          return 'started';
+        },
+        (err: Error) => `failed: ${err.message}`,
+      );
+      await until('the leadership\'s login to hang', async () => (await owner.query(`select 1 from pg_stat_activity where wait_event = 'PgSleep' and ${leaderLogin}`)).rowCount! > 0, 60_000);
+      // Was: no step named (a stop given up at its limit said "none of its own steps").
+      expect(steps.list()).toEqual([OPERATOR_ELECTION_START]);
+      const signalled = performance.now();
+      interrupt.abort();
+      let timer: NodeJS.Timeout | undefined;
+      const result = await Promise.race([outcome, new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still starting after 15 s'), 15_000)))]);
+      clearTimeout(timer);
+      // Was: still starting, for the login's hour (its connect has no bound of its own).
+      expect(result).toMatch(/^failed: /);
+      expect(performance.now() - signalled).toBeLessThan(5_000);
+      expect(steps.list()).toEqual([]);
+    } finally {
+      await owner.query('drop event trigger hang_login');
+      await owner.query(`select pg_terminate_backend(pid) from pg_stat_activity where ${leaderLogin}`);
+      await owner.end();
     }
   });
 });

@@ -8,6 +8,7 @@ import { ConfigError } from '../src/config/config.js';
 import { Leadership } from '../src/dispatch/leader.js';
 import { MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { KUBECTL_YAML } from '../src/manifests/yaml.js';
+import { interruptibleStart } from '../src/db/pool.js';
 import { logger } from '../src/observability/logger.js';
 import { type Hub, startHub } from './compose.js';
 import type { PendingSteps } from './stop.js';
@@ -129,21 +130,30 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     logger().warn('operator leadership lost: reconciling stops until it is regained');
     transition = transition.then(() => operator.stop()).catch((err: unknown) => logger().error({ err }, 'the operator failed to stop'));
   });
-  await leadership.start();
   let stopping: Promise<void> | undefined;
-  return {
-    hub,
-    operator,
-    leadership,
-    transition: () => transition,
-    stop() {
-      stopping ??= (async () => {
-        await transition;
-        await operator.stop();
-        await leadership.stop();
-        await hub.stop();
-      })();
-      return stopping;
-    },
+  const stop = () => {
+    stopping ??= (async () => {
+      await transition;
+      await operator.stop();
+      await leadership.stop();
+      await hub.stop();
+    })();
+    return stopping;
   };
+  // A signal during the start (`interrupt`) interrupts this step too, as the hub's: the advisory
+  // lock's connect or statement is cut (interruptibleStart; a Lease's requests have their own
+  // bound), and what was started is stopped.
+  try {
+    opts.interrupt?.throwIfAborted();
+    const electing = interruptibleStart(opts.interrupt, () => leadership.start());
+    await (opts.startSteps ? opts.startSteps.step(OPERATOR_ELECTION_START, electing) : electing);
+    opts.interrupt?.throwIfAborted();
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { hub, operator, leadership, transition: () => transition, stop };
 }
+
+/** The operator's first leader election, a step of its start (named while it runs, cmd/stop.ts). */
+export const OPERATOR_ELECTION_START = "the operator's leader election's start";
