@@ -260,7 +260,8 @@ describe('svc-hub operator', () => {
       let timer: NodeJS.Timeout | undefined;
       const result = await Promise.race([outcome, new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still starting after 15 s'), 15_000)))]);
       clearTimeout(timer);
-      // Was: still starting, for the login's hour (its connect has no bound of its own).
+      // Was: still starting, for the login's hour (the connect had no bound then; now the elector's
+      // 5 s, which the signal does not wait for).
       expect(result).toMatch(/^failed: /);
       expect(performance.now() - signalled).toBeLessThan(5_000);
       expect(steps.list()).toEqual([]);

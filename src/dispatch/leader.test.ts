@@ -122,6 +122,36 @@ describe('advisory-lock elector on a database that does not answer', () => {
       await server.stop();
     }
   }, 60_000);
+
+  it("a check's connect to a database that does not answer fails within the elector's timeout, so a start or a stop waiting for it ends", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leader-frozen-'));
+    chmodSync(dir, 0o755);
+    dirs.push(dir);
+    const server = await startEmbedded({ dataDir: join(dir, 'data') });
+    const frozen: number[] = [];
+    try {
+      frozen.push(...freeze(server.clusterDir));
+      const leadership = new Leadership(new AdvisoryLockElector(server.url, 'test:frozen-connect', 1_000), { checkEvery: 100 });
+      const began = performance.now();
+      let timer: NodeJS.Timeout | undefined;
+      // The first check connects (the server accepts the connection in its kernel, and answers nothing).
+      const outcome = await Promise.race([
+        leadership.start().then(async () => {
+          await leadership.stop();
+          return 'started and stopped';
+        }),
+        new Promise((resolve) => (timer = setTimeout(() => resolve('still starting after 20 s'), 20_000))),
+      ]);
+      clearTimeout(timer);
+      // Was: still starting, for ever (a connect had no bound; a stop waits for the check under way).
+      expect(outcome).toBe('started and stopped');
+      expect(leadership.isLeader()).toBe(false);
+      expect(performance.now() - began).toBeLessThan(10_000);
+    } finally {
+      thaw(frozen);
+      await server.stop();
+    }
+  }, 60_000);
 });
 
 describeRequiring(ssProblem(), 'ss (iproute2)', 'advisory-lock elector over TCP', () => {

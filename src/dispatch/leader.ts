@@ -99,7 +99,9 @@ export class AdvisoryLockElector implements LeaderElector {
   private async connection(): Promise<pg.Client> {
     if (this.client) return this.client;
     // The pools' TCP keepalive (pool.ts: KEEPALIVE, first probe after 10 s of silence), not the OS default delay (two hours on Linux).
-    const client = ownClient({ connectionString: this.url, application_name: `svc-hub leader (${this.key})`, query_timeout: this.timeoutMs });
+    // The connect bounded as the statements are: one to a database that accepts the connection and
+    // answers nothing would hold the check, and the start or stop that waits for it, for ever.
+    const client = ownClient({ connectionString: this.url, application_name: `svc-hub leader (${this.key})`, query_timeout: this.timeoutMs, connectionTimeoutMillis: this.timeoutMs });
     const onGone = (err?: Error) => {
       if (this.client !== client) return;
       this.client = undefined;
