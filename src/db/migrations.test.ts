@@ -8,6 +8,7 @@ import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
 import { StartRefused } from '../errors.js';
 import { migrate, migrationStatus, readMigrations, type MigrationSet } from './migrations.js';
+import { interruptibleStart } from './pool.js';
 
 const roles = { app: 'svc_app', worker: 'svc_worker', analytic: 'svc_analytic' };
 
@@ -111,6 +112,38 @@ describe('migrations', () => {
       logs.restore();
       await reader.end();
       await live.end();
+    }
+  }, 60_000);
+
+  it('a signal during a start cuts the pause between a migration\'s tries too (interruptibleStart), not only its connection', async () => {
+    const url = await createTestDatabase();
+    const first = { 'V1__t.sql': 'create table demo.t (x int);' };
+    await migrate(url, roles, [{ schema: 'demo', dir: folder(first) }]);
+    const dir = folder({ ...first, 'V2__column.sql': 'alter table demo.t add column y int;' });
+    const reader = new pg.Client({ connectionString: url });
+    await reader.connect();
+    const logs = captureLogs('warn');
+    const stop = new AbortController();
+    try {
+      await reader.query('begin');
+      await reader.query('select count(*) from demo.t');
+      const migrating = interruptibleStart(stop.signal, () => migrate(url, roles, [{ schema: 'demo', dir }], { lockTimeoutMs: 300 }));
+      migrating.catch(() => undefined);
+      // The third try gave way: its pause is 4 s.
+      const gaveWay = () => logs.lines().filter((l) => String(l.msg).startsWith('migration V2__column.sql gave way')).length;
+      await until('the migration to give way three times', () => gaveWay() >= 3, 30_000);
+      expect(logs.lines().filter((l) => String(l.msg).startsWith('migration V2__column.sql gave way'))[2]?.msg).toContain('trying again in 4000 ms');
+      const signalled = Date.now();
+      stop.abort();
+      await expect(migrating).rejects.toThrow();
+      // Was: the pause slept on (4 s), then its next statement failed on the cut connection.
+      expect(Date.now() - signalled).toBeLessThan(2_000);
+      const columns = await query(url, "select column_name from information_schema.columns where table_schema = 'demo' and table_name = 't' order by ordinal_position");
+      expect(columns.rows.map((r) => r.column_name)).toEqual(['x']);
+    } finally {
+      logs.restore();
+      await reader.query('rollback').catch(() => undefined);
+      await reader.end();
     }
   }, 60_000);
 

@@ -7,7 +7,7 @@ import { StartRefused } from '../errors.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
-import { ownClient } from './pool.js';
+import { ownClient, startInterrupt } from './pool.js';
 import { ensureRoles, grantAnalyticExt, grantSchema, keepSetConfigFromAnalytic, type RoleNames } from './roles.js';
 
 /**
@@ -147,6 +147,7 @@ export async function migrate(
   options: { outOfOrder?: boolean; lockTimeoutMs?: number } = {},
 ): Promise<number> {
   const lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
+  const interrupt = startInterrupt();
   const files = readMigrations(sets);
   const client = ownClient({ connectionString: ownerUrl });
   await client.connect();
@@ -202,13 +203,13 @@ export async function migrate(
           break;
         } catch (err) {
           await client.query('rollback');
-          if ((err as { code?: string }).code === '55P03' && !options.interrupt?.aborted) {
+          if ((err as { code?: string }).code === '55P03' && !interrupt?.aborted) {
             logger().warn(
               { schema: file.schema, version: file.version, err: loggableMessage(err) },
               `migration ${file.file} gave way to a transaction holding a lock it needs (waited ${lockTimeoutMs} ms, so as not to hold up the statements queued behind it): trying again in ${pause} ms`,
             );
             // Cut short by an interrupt: the next statement then fails on the cut connection.
-            await sleep(pause, undefined, { signal: options.interrupt }).catch(() => undefined);
+            await sleep(pause, undefined, { signal: interrupt }).catch(() => undefined);
             continue;
           }
           // Printed and logged as it is: a value the database quotes (a row a data migration cannot convert) is masked.

@@ -63,6 +63,8 @@ export function ownClient(config: pg.ClientConfig): pg.Client {
  * a clock's first tick). Its interruption cuts them all, and refuses those asked for after it.
  */
 class StartConnections {
+  constructor(readonly interrupt: AbortSignal) {}
+
   private readonly open = new Set<pg.Client>();
   private cutting = false;
   private over = false;
@@ -118,7 +120,7 @@ const startConnections = new AsyncLocalStorage<StartConnections>();
  */
 export async function interruptibleStart<T>(interrupt: AbortSignal | undefined, work: () => Promise<T>): Promise<T> {
   if (!interrupt) return work();
-  const connections = new StartConnections();
+  const connections = new StartConnections(interrupt);
   const onInterrupt = () => connections.cut();
   if (interrupt.aborted) connections.cut();
   else interrupt.addEventListener('abort', onInterrupt, { once: true });
@@ -128,6 +130,11 @@ export async function interruptibleStart<T>(interrupt: AbortSignal | undefined, 
     interrupt.removeEventListener('abort', onInterrupt);
     connections.end();
   }
+}
+
+/** The interruption of the start whose work calls it (`interruptibleStart`), for a wait of its own (a pause between tries) to end with it. */
+export function startInterrupt(): AbortSignal | undefined {
+  return startConnections.getStore()?.interrupt;
 }
 
 /** The connections each resilient pool has made and not yet closed (connecting ones too), and its name. */
