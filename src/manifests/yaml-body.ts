@@ -1,7 +1,7 @@
 import { parseDocument } from 'yaml';
-import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
+import { MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_KEYS } from '../validation/input-limits.js';
 import { keysAsKubectl, kubectlRefusal, selfContainingAlias } from './yaml.js';
-import { readManifestDocument, yamlErrorWithoutText, yamlNestsDeeperThan } from './yaml-limits.js';
+import { readManifestDocument, scanYamlTokens, yamlErrorWithoutText, yamlNestsDeeperThan } from './yaml-limits.js';
 
 /** Why a YAML body was refused: the ValidationError the route answers (message, field, hint), a 413 when `tooLarge`. */
 export interface YamlProblem {
@@ -48,6 +48,19 @@ const tooDeep = (root: string): YamlProblem => ({
   tooDeep: true,
 });
 
+const count = (n: number) => n.toLocaleString('en-US');
+
+/**
+ * A YAML manifest whose tokens already write more keys or open more collections than a body may hold: refused (413)
+ * before it is parsed, as a JSON body past the same bounds is (without the JSON's exact count: the tokens are read
+ * only up to the bound). Parsed, such a text held the reading thread, and so every other tenant's YAML, for seconds.
+ */
+const tooMany = (root: string, what: string): YamlProblem => ({
+  message: `${root} holds more than ${what}`,
+  hint: 'a manifest holds far fewer; split the body into several requests',
+  tooLarge: true,
+});
+
 /**
  * A body of several YAML documents (`---` between them): one request applies one manifest. The yaml package's own
  * words ask for a function of its API (`please use YAML.parseAllDocuments()`), which is no advice to a caller.
@@ -62,11 +75,14 @@ const severalDocuments = (root: string, line: number | undefined): YamlProblem =
  * A manifest body in YAML, read as kubectl reads it: compact nesting refused from the tokens before the parser spends
  * time on it, the parser's first error, what kubectl would read otherwise (`kubectlRefusal`), keys as kubectl writes
  * them (`keysAsKubectl`, named under `root`), and the JSON text's size. The nesting cap and the object and key counts
- * are the router's, on that JSON text, as for a JSON body (one check for both). Synchronous and CPU-bound: the hub
+ * are the router's, on that JSON text, as for a JSON body (one check for both); a text whose tokens already pass the
+ * key or object count is refused from them, before the parser spends seconds on it (scanYamlTokens). Synchronous and CPU-bound: the hub
  * runs it on the reading thread, never on the event loop (yaml-reader.ts).
  */
 export function readYamlManifest(text: string, root: string, maxJsonBytes = Number.POSITIVE_INFINITY): YamlRead {
-  if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) return { problem: tooDeep(root) };
+  const scanned = scanYamlTokens(text, MAX_JSON_DEPTH, MAX_JSON_KEYS, MAX_JSON_CONTAINERS);
+  if (scanned.tooDeep) return { problem: tooDeep(root) };
+  if (scanned.tooManyKeys || scanned.tooManyContainers) return { problem: tooMany(root, scanned.tooManyKeys ? `${count(MAX_JSON_KEYS)} keys` : `${count(MAX_JSON_CONTAINERS)} objects and arrays`) };
   let value: unknown;
   try {
     const doc = readManifestDocument(text);

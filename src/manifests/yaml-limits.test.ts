@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { parseAllDocuments, parseDocument, stringify } from 'yaml';
-import { depthOf } from '../validation/input-limits.js';
-import { readManifestDocument, readManifestDocuments, yamlNestsDeeperThan } from './yaml-limits.js';
+import { depthOf, scanJsonText } from '../validation/input-limits.js';
+import { readYamlManifest } from './yaml-body.js';
+import { readManifestDocument, readManifestDocuments, scanYamlTokens, yamlNestsDeeperThan } from './yaml-limits.js';
 import { KUBECTL_MANIFEST, keysAsKubectl } from './yaml.js';
 
 /** The deepest nesting of the parsed documents (0 for scalars only), or undefined where the text is no YAML. */
@@ -24,6 +25,13 @@ function counted(text: string): number {
   while (yamlNestsDeeperThan(text, max)) max += 1;
   return max;
 }
+
+/** Values whose text holds YAML's indicators, and the styles they are written in (block, flow, indented or not). */
+const leaf = fc.oneof(fc.string({ unit: fc.constantFrom('a', '[', ']', '{', '}', '-', '?', ' ', ':', '#', ',', '"', "'", '\n', '|') }), fc.integer(), fc.boolean(), fc.constant(null));
+const { tree } = fc.letrec((tie) => ({
+  tree: fc.oneof({ depthSize: 'small', withCrossShrink: true }, leaf, fc.array(tie('tree'), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 4 }), tie('tree'), { maxKeys: 4 })),
+}));
+const style = fc.record({ collectionStyle: fc.constantFrom('any', 'block', 'flow' as const), indentSeq: fc.boolean(), indent: fc.integer({ min: 1, max: 4 }) });
 
 describe('yamlNestsDeeperThan', () => {
   it('counts flow collections and block indicators on one line, and the two together', () => {
@@ -56,11 +64,6 @@ describe('yamlNestsDeeperThan', () => {
   });
 
   it('never counts more than the parsed documents nest (a lower bound: what it refuses is too deep)', () => {
-    const leaf = fc.oneof(fc.string({ unit: fc.constantFrom('a', '[', ']', '{', '}', '-', '?', ' ', ':', '#', ',', '"', "'", '\n', '|') }), fc.integer(), fc.boolean(), fc.constant(null));
-    const { tree } = fc.letrec((tie) => ({
-      tree: fc.oneof({ depthSize: 'small', withCrossShrink: true }, leaf, fc.array(tie('tree'), { maxLength: 4 }), fc.dictionary(fc.string({ maxLength: 4 }), tie('tree'), { maxKeys: 4 })),
-    }));
-    const style = fc.record({ collectionStyle: fc.constantFrom('any', 'block', 'flow' as const), indentSeq: fc.boolean(), indent: fc.integer({ min: 1, max: 4 }) });
     fc.assert(
       fc.property(tree, style, (value, { collectionStyle, indentSeq, indent }) => {
         const text = stringify(value, null, { collectionStyle, indentSeq, indent });
@@ -85,6 +88,72 @@ describe('yamlNestsDeeperThan', () => {
     const whole = time(() => yamlNestsDeeperThan(flat, 64));
     const refused = time(() => expect(yamlNestsDeeperThan(deep, 64)).toBe(true));
     expect(refused).toBeLessThan(whole);
+  });
+});
+
+describe('scanYamlTokens: keys and collections', () => {
+  const KEYS_OR_OBJECTS = { tooDeep: false };
+  /** The keys and collections of the JSON a YAML text reads as (aliases read once: the tokens write them once). */
+  function parsedCounts(text: string): { keys: number; containers: number } | undefined {
+    const docs = parseAllDocuments(text, { uniqueKeys: false });
+    if (!Array.isArray(docs) || docs.some((d) => d.errors.length)) return undefined;
+    let keys = 0;
+    let containers = 0;
+    for (const d of docs) {
+      const scanned = scanJsonText(JSON.stringify(d.toJS() ?? null), Number.POSITIVE_INFINITY);
+      keys += scanned.keys;
+      containers += scanned.containers;
+    }
+    return { keys, containers };
+  }
+
+  it('never counts more keys or collections than the parsed documents hold (a lower bound: what it refuses is surely over)', () => {
+    fc.assert(
+      fc.property(tree, style, (value, { collectionStyle, indentSeq, indent }) => {
+        const text = stringify(value, null, { collectionStyle, indentSeq, indent });
+        const parsed = parsedCounts(text);
+        if (parsed === undefined) return;
+        expect({ text, ...scanYamlTokens(text, Number.POSITIVE_INFINITY, parsed.keys, parsed.containers) }).toEqual({ text, ...KEYS_OR_OBJECTS, tooManyKeys: false, tooManyContainers: false });
+      }),
+      { numRuns: 400 },
+    );
+  });
+
+  it('counts keys written in block and flow mappings, with `?` or `:`, and collections opened in flow or on one line', () => {
+    const keys = (text: string, max: number) => scanYamlTokens(text, 64, max).tooManyKeys;
+    const objects = (text: string, max: number) => scanYamlTokens(text, 64, Number.POSITIVE_INFINITY, max).tooManyContainers;
+    for (const [text, n] of [
+      ['a: 1\nb:\nc: [x: 1]\n', 4],
+      ['{"a":1,"b":2}\n', 2],
+      ['? a\n? b\n? c\n', 3],
+      ['? a\n: 1\n? b\n: 2\n', 2],
+    ] as const) {
+      expect({ text, within: keys(text, n), over: keys(text, n - 1) }).toEqual({ text, within: false, over: true });
+    }
+    for (const [text, n] of [
+      ['a: [{}, [], {b: []}]\n', 5],
+      ['- - - x\n- - y\n', 3],
+    ] as const) {
+      expect({ text, within: objects(text, n), over: objects(text, n - 1) }).toEqual({ text, within: false, over: true });
+    }
+  });
+
+  it('a manifest of 100,000 keys or collections is refused from its tokens, before it is parsed: a 413 as for JSON, not the parser\'s verdict', () => {
+    const head = 'apiVersion: connectors.svc.io/v1\nkind: Connector\njunk:\n';
+    // Each ends in a syntax error the parser would report, had it been reached (it took seconds to reach it).
+    const broken = 'x: [unclosed\n';
+    const cases: Array<[string, string]> = [
+      [`${head}${Array.from({ length: 100_000 }, (_, i) => ` k${i.toString(36)}:\n`).join('')}${broken}`, 'body holds more than 50,000 keys'],
+      [`${head} {${Array.from({ length: 100_000 }, (_, i) => `"k${i.toString(36)}":1`).join(',')}}\n${broken}`, 'body holds more than 50,000 keys'],
+      [`${head} [${'{},'.repeat(100_000)}{}]\n${broken}`, 'body holds more than 50,000 objects and arrays'],
+      [`${head}${' - - 1\n'.repeat(60_000)}${broken}`, 'body holds more than 50,000 objects and arrays'],
+    ];
+    for (const [text, message] of cases) {
+      expect(readYamlManifest(text, 'body')).toEqual({ problem: { message, hint: 'a manifest holds far fewer; split the body into several requests', tooLarge: true } });
+    }
+    // At the bound, the parser's verdict as before.
+    const fits = `${head}${Array.from({ length: 49_000 }, (_, i) => ` k${i.toString(36)}:\n`).join('')}${broken}`;
+    expect(readYamlManifest(fits, 'body')).toMatchObject({ problem: { message: expect.stringMatching(/^body is not valid YAML/) } });
   });
 });
 

@@ -12,38 +12,62 @@ import { KUBECTL_MANIFEST } from './yaml.js';
 export const MAX_YAML_BYTES = 1024 * 1024;
 
 /**
- * Whether YAML text surely nests collections deeper than `max`, found from its tokens before it is
- * parsed, stopping at the first token past `max`. The yaml package's parser and composer take time
- * that grows faster than the text with nesting written compactly (a 2 MB body of `[[[…]]]` held the
- * event loop for seconds before the depth check on the parsed value could refuse it), while its
- * lexer is linear and yields tokens one at a time. Two compact forms nest without growing the
- * indentation, and both are counted: flow collections (each `[` or `{` opens a level until its `]`
- * or `}`) and block indicators written on one line (`- - - x`, `? ? x`: each `-` or `?` outside a
- * flow collection opens a sequence or mapping inside the previous one). A flow collection opened on a
- * line after such indicators is inside them, so the two add up. Nesting by indentation alone is not
- * counted: its text grows with the square of its depth, and the parser refuses it past its own stack
- * quickly. So the count is a lower bound of the real depth: `true` only for text that nests deeper
- * than `max`; what it lets through is checked on the parsed value as before.
+ * What YAML text surely holds, found from its tokens before it is parsed (the yaml package's lexer is linear and
+ * yields tokens one at a time; its parser and composer take some microseconds per node, seconds for a text of
+ * 100,000 keys): whether it nests collections deeper than `maxDepth`, and whether it writes more than `maxKeys` keys
+ * or opens more than `maxContainers` collections. It stops at the first bound passed, so a text built to pass them
+ * costs no more than the part of it that does.
+ *
+ * Nesting: the yaml package's parser and composer take time that grows faster than the text with nesting written
+ * compactly (a 2 MB body of `[[[…]]]` held the event loop for seconds before the depth check on the parsed value
+ * could refuse it). Two compact forms nest without growing the indentation, and both are counted: flow collections
+ * (each `[` or `{` opens a level until its `]` or `}`) and block indicators written on one line (`- - - x`, `? ? x`:
+ * each `-` or `?` outside a flow collection opens a sequence or mapping inside the previous one). A flow collection
+ * opened on a line after such indicators is inside them, so the two add up. Nesting by indentation alone is not
+ * counted: its text grows with the square of its depth, and the parser refuses it past its own stack quickly.
+ *
+ * Keys: each `:` value indicator and each `?` key indicator belongs to one key of one mapping (duplicates included,
+ * as the JSON count counts them), so there are at least as many keys as the larger of the two counts. Collections:
+ * each flow collection, and each block indicator after the first on its line (it opens a collection inside the
+ * one of the indicator before it). Block mappings and sequences opened by indentation are not counted.
+ *
+ * So every count is a lower bound: what it refuses surely passes the bound; what it lets through is checked on the
+ * parsed value (the JSON text a YAML body reads as) as before.
  */
-export function yamlNestsDeeperThan(text: string, max: number): boolean {
+export function scanYamlTokens(
+  text: string,
+  maxDepth: number,
+  maxKeys = Number.POSITIVE_INFINITY,
+  maxContainers = Number.POSITIVE_INFINITY,
+): { tooDeep: boolean; tooManyKeys: boolean; tooManyContainers: boolean } {
   let flow = 0;
   let onLine = 0;
+  let colons = 0;
+  let questions = 0;
+  let containers = 0;
+  const over = (what: 'tooDeep' | 'tooManyKeys' | 'tooManyContainers') => ({ tooDeep: what === 'tooDeep', tooManyKeys: what === 'tooManyKeys', tooManyContainers: what === 'tooManyContainers' });
   for (const token of new Lexer().lex(text)) {
     switch (token) {
       case '[':
       case '{':
         flow += 1;
-        if (flow + onLine > max) return true;
+        if (flow + onLine > maxDepth) return over('tooDeep');
+        if (++containers > maxContainers) return over('tooManyContainers');
         break;
       case ']':
       case '}':
         if (flow > 0) flow -= 1;
         break;
+      case ':':
+        if (++colons > maxKeys) return over('tooManyKeys');
+        break;
       case '-':
       case '?':
+        if (token === '?' && ++questions > maxKeys) return over('tooManyKeys');
         if (flow === 0) {
           onLine += 1;
-          if (onLine > max) return true;
+          if (onLine > maxDepth) return over('tooDeep');
+          if (onLine > 1 && ++containers > maxContainers) return over('tooManyContainers');
         }
         break;
       case '\n':
@@ -58,7 +82,12 @@ export function yamlNestsDeeperThan(text: string, max: number): boolean {
         }
     }
   }
-  return false;
+  return { tooDeep: false, tooManyKeys: false, tooManyContainers: false };
+}
+
+/** Whether YAML text surely nests collections deeper than `max` (scanYamlTokens). */
+export function yamlNestsDeeperThan(text: string, max: number): boolean {
+  return scanYamlTokens(text, max).tooDeep;
 }
 
 /**
