@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { buildConnector, request } from 'undici';
+import { buildConnector, fetch, request } from 'undici';
 import { describeNetworkError } from './network-error.js';
 import { type Connector, egressAgent } from './dispatcher.js';
 import { EgressDeniedError, EgressPolicy, isEgressDenied, parseAddress } from './policy.js';
@@ -125,6 +125,9 @@ describe('the address policy, one regression test per bypass form', () => {
     expect(await policy.admit('93.184.216.34')).toBe('93.184.216.34');
     expect(await policy.admit('2606:2800:220:1:248:1893:25c8:1946')).toBe('2606:2800:220:1:248:1893:25c8:1946');
     expect(await policy.admit('2002:5db8:d822::1')).toBe('2002:5db8:d822::1');
+    // IPv4-mapped: judged as the IPv4 address it maps (connected to over IPv4 there), public here.
+    expect(await policy.admit('::ffff:5db8:d822')).toBe('::ffff:5db8:d822');
+    expect(await policy.admit('[::ffff:93.184.216.34]')).toBe('::ffff:93.184.216.34');
     expect(await policy.admit('public.test')).toBe('93.184.216.34');
     expect(await policy.admit('PUBLIC.TEST.')).toBe('93.184.216.34');
   });
@@ -301,6 +304,46 @@ describe('the egress agent refuses before any connection', () => {
       expect(connections).toBe(before + 1);
     } finally {
       await agent.close();
+    }
+  });
+
+  it('proxy variables in the environment are not followed: a refused address stays refused, an admitted one is reached directly', async () => {
+    // A proxy on loopback recording what reaches it (a request for an absolute URL, or a CONNECT).
+    const proxied: string[] = [];
+    const proxy = createServer((req, res) => {
+      proxied.push(`${req.method} ${req.url}`);
+      res.end('from the proxy');
+    });
+    proxy.on('connect', (req, socket) => {
+      proxied.push(`CONNECT ${req.url}`);
+      socket.end();
+    });
+    await new Promise<void>((done) => proxy.listen(0, '127.0.0.1', done));
+    const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    const names = ['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'http_proxy', 'https_proxy', 'all_proxy', 'NO_PROXY', 'no_proxy', 'NODE_USE_ENV_PROXY'];
+    const saved = Object.fromEntries(names.map((name) => [name, process.env[name]]));
+    Object.assign(process.env, { HTTP_PROXY: proxyUrl, HTTPS_PROXY: proxyUrl, ALL_PROXY: proxyUrl, http_proxy: proxyUrl, https_proxy: proxyUrl, all_proxy: proxyUrl, NO_PROXY: '', no_proxy: '', NODE_USE_ENV_PROXY: '1' });
+    const refusing = egressAgent(strict());
+    const admitting = egressAgent(strict(['127.0.0.1']));
+    try {
+      const before = connections;
+      for (const url of [`http://127.0.0.1:${port}/`, 'http://10.1.2.3/', 'http://rebind.test/']) {
+        expect(isEgressDenied(await request(url, { dispatcher: refusing }).catch((e: unknown) => e))).toBe(true);
+        expect(isEgressDenied(await fetch(url, { dispatcher: refusing }).catch((e: unknown) => e))).toBe(true);
+      }
+      expect(connections).toBe(before);
+      const res = await request(`http://receiver.test:${port}/`, { dispatcher: admitting });
+      expect(await res.body.text()).toBe('ok');
+      expect(await (await fetch(`http://127.0.0.1:${port}/`, { dispatcher: admitting })).text()).toBe('ok');
+      expect(proxied).toEqual([]);
+    } finally {
+      for (const name of names) {
+        if (saved[name] === undefined) delete process.env[name];
+        else process.env[name] = saved[name];
+      }
+      await refusing.close();
+      await admitting.close();
+      await new Promise<void>((done) => proxy.close(() => done()));
     }
   });
 

@@ -10,8 +10,9 @@ import { BlockList, isIP } from 'node:net';
  * at validation time and to 127.0.0.1 at delivery time, DNS rebinding, is refused too). Refused:
  * loopback, private (RFC 1918), shared (CGNAT 100.64/10), link-local (metadata 169.254.169.254
  * included), unique-local (fd00:ec2::254 included), unspecified, multicast, reserved, documentation
- * and benchmarking ranges, IPv4-mapped, IPv4-compatible and IPv4-translated IPv6 (::ffff:0:0:0/96),
- * NAT64 (64:ff9b::/96, 64:ff9b:1::/48), Teredo, 6to4 embedding a
+ * and benchmarking ranges, IPv4-compatible and IPv4-translated IPv6 (::ffff:0:0:0/96), IPv4-mapped
+ * IPv6 mapping a refused IPv4 address (BlockList judges ::ffff:a.b.c.d as a.b.c.d, which is where the
+ * system connects it to), NAT64 (64:ff9b::/96, 64:ff9b:1::/48), Teredo, 6to4 embedding a
  * refused IPv4, and the names `localhost`, `*.localhost` and metadata.google.internal (trailing dot
  * or not). Numeric IPv4 spellings (`2130706433`, `0x7f.1`, `0177.0.0.1`) are read as the address
  * they spell. `allow` (CIDRs, addresses and host names, `*.suffix` for a domain) lets chosen
