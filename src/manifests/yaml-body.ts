@@ -1,7 +1,7 @@
 import { parseDocument } from 'yaml';
 import { MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_KEYS } from '../validation/input-limits.js';
 import { keysAsKubectl, kubectlRefusal, selfContainingAlias } from './yaml.js';
-import { readManifestDocument, scanYamlTokens, yamlErrorWithoutText, yamlNestsDeeperThan } from './yaml-limits.js';
+import { MAX_YAML_NODES, readManifestDocument, scanYamlTokens, yamlErrorWithoutText, yamlNestsDeeperThan } from './yaml-limits.js';
 
 /** Why a YAML body was refused: the ValidationError the route answers (message, field, hint), a 413 when `tooLarge`. */
 export interface YamlProblem {
@@ -55,9 +55,9 @@ const count = (n: number) => n.toLocaleString('en-US');
  * before it is parsed, as a JSON body past the same bounds is (without the JSON's exact count: the tokens are read
  * only up to the bound). Parsed, such a text held the reading thread, and so every other tenant's YAML, for seconds.
  */
-const tooMany = (root: string, what: string): YamlProblem => ({
+const tooMany = (root: string, what: string, hint = 'a manifest holds far fewer; split the body into several requests'): YamlProblem => ({
   message: `${root} holds more than ${what}`,
-  hint: 'a manifest holds far fewer; split the body into several requests',
+  hint,
   tooLarge: true,
 });
 
@@ -80,9 +80,11 @@ const severalDocuments = (root: string, line: number | undefined): YamlProblem =
  * runs it on the reading thread, never on the event loop (yaml-reader.ts).
  */
 export function readYamlManifest(text: string, root: string, maxJsonBytes = Number.POSITIVE_INFINITY): YamlRead {
-  const scanned = scanYamlTokens(text, MAX_JSON_DEPTH, MAX_JSON_KEYS, MAX_JSON_CONTAINERS);
+  const scanned = scanYamlTokens(text, MAX_JSON_DEPTH, MAX_JSON_KEYS, MAX_JSON_CONTAINERS, MAX_YAML_NODES);
   if (scanned.tooDeep) return { problem: tooDeep(root) };
-  if (scanned.tooManyKeys || scanned.tooManyContainers) return { problem: tooMany(root, scanned.tooManyKeys ? `${count(MAX_JSON_KEYS)} keys` : `${count(MAX_JSON_CONTAINERS)} objects and arrays`) };
+  if (scanned.tooManyKeys) return { problem: tooMany(root, `${count(MAX_JSON_KEYS)} keys`) };
+  if (scanned.tooManyContainers) return { problem: tooMany(root, `${count(MAX_JSON_CONTAINERS)} objects and arrays`) };
+  if (scanned.tooManyNodes) return { problem: tooMany(root, `${count(MAX_YAML_NODES)} keys and values (YAML nodes)`, 'send a manifest this large as JSON (Content-Type: application/json), or split it') };
   let value: unknown;
   try {
     const doc = readManifestDocument(text);

@@ -94,26 +94,35 @@ describe('yamlNestsDeeperThan', () => {
 describe('scanYamlTokens: keys and collections', () => {
   const KEYS_OR_OBJECTS = { tooDeep: false };
   /** The keys and collections of the JSON a YAML text reads as (aliases read once: the tokens write them once). */
-  function parsedCounts(text: string): { keys: number; containers: number } | undefined {
+  function parsedCounts(text: string): { keys: number; containers: number; nodes: number } | undefined {
     const docs = parseAllDocuments(text, { uniqueKeys: false });
     if (!Array.isArray(docs) || docs.some((d) => d.errors.length)) return undefined;
     let keys = 0;
     let containers = 0;
+    let values = 0;
+    const walk = (v: unknown): void => {
+      values += 1;
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v !== null && typeof v === 'object') Object.values(v).forEach(walk);
+    };
     for (const d of docs) {
-      const scanned = scanJsonText(JSON.stringify(d.toJS() ?? null), Number.POSITIVE_INFINITY);
+      const value = d.toJS() ?? null;
+      const scanned = scanJsonText(JSON.stringify(value), Number.POSITIVE_INFINITY);
       keys += scanned.keys;
       containers += scanned.containers;
+      walk(value);
     }
-    return { keys, containers };
+    // A node is a key or a value.
+    return { keys, containers, nodes: keys + values };
   }
 
-  it('never counts more keys or collections than the parsed documents hold (a lower bound: what it refuses is surely over)', () => {
+  it('never counts more keys, collections or nodes than the parsed documents hold (a lower bound: what it refuses is surely over)', () => {
     fc.assert(
       fc.property(tree, style, (value, { collectionStyle, indentSeq, indent }) => {
         const text = stringify(value, null, { collectionStyle, indentSeq, indent });
         const parsed = parsedCounts(text);
         if (parsed === undefined) return;
-        expect({ text, ...scanYamlTokens(text, Number.POSITIVE_INFINITY, parsed.keys, parsed.containers) }).toEqual({ text, ...KEYS_OR_OBJECTS, tooManyKeys: false, tooManyContainers: false });
+        expect({ text, ...scanYamlTokens(text, Number.POSITIVE_INFINITY, parsed.keys, parsed.containers, parsed.nodes) }).toEqual({ text, ...KEYS_OR_OBJECTS, tooManyKeys: false, tooManyContainers: false, tooManyNodes: false });
       }),
       { numRuns: 400 },
     );
@@ -130,6 +139,14 @@ describe('scanYamlTokens: keys and collections', () => {
     ] as const) {
       expect({ text, within: keys(text, n), over: keys(text, n - 1) }).toEqual({ text, within: false, over: true });
     }
+    const nodes = (text: string, max: number) => scanYamlTokens(text, 64, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, max).tooManyNodes;
+    for (const [text, n] of [
+      ['- 1\n- "a"\n- \n- [x, *y]\n', 6],
+      ['- - - 1\n- a: 1\n', 5],
+      ['? a\n?\n  b: 1\n', 4],
+    ] as const) {
+      expect({ text, within: nodes(text, n), over: nodes(text, n - 1) }).toEqual({ text, within: false, over: true });
+    }
     for (const [text, n] of [
       ['a: [{}, [], {b: []}]\n', 5],
       ['- - - x\n- - y\n', 3],
@@ -138,7 +155,7 @@ describe('scanYamlTokens: keys and collections', () => {
     }
   });
 
-  it('a manifest of 100,000 keys or collections is refused from its tokens, before it is parsed: a 413 as for JSON, not the parser\'s verdict', () => {
+  it('a manifest of 100,000 keys, collections or nodes is refused from its tokens, before it is parsed: a 413 as for JSON, not the parser\'s verdict', () => {
     const head = 'apiVersion: connectors.svc.io/v1\nkind: Connector\njunk:\n';
     // Each ends in a syntax error the parser would report, had it been reached (it took seconds to reach it).
     const broken = 'x: [unclosed\n';
@@ -150,6 +167,12 @@ describe('scanYamlTokens: keys and collections', () => {
     ];
     for (const [text, message] of cases) {
       expect(readYamlManifest(text, 'body')).toEqual({ problem: { message, hint: 'a manifest holds far fewer; split the body into several requests', tooLarge: true } });
+    }
+    // Under every JSON bound (one array), but 150,000 nodes: held the reader for 10 s (its time limit) on a loaded machine.
+    for (const items of [' - 1\n', ' - "a"\n', ' -\n']) {
+      expect(readYamlManifest(`${head}${items.repeat(150_000)}${broken}`, 'body')).toEqual({
+        problem: { message: 'body holds more than 120,000 keys and values (YAML nodes)', hint: 'send a manifest this large as JSON (Content-Type: application/json), or split it', tooLarge: true },
+      });
     }
     // At the bound, the parser's verdict as before.
     const fits = `${head}${Array.from({ length: 49_000 }, (_, i) => ` k${i.toString(36)}:\n`).join('')}${broken}`;

@@ -31,6 +31,9 @@ export const MAX_YAML_BYTES = 1024 * 1024;
  * each flow collection, and each block indicator after the first on its line (it opens a collection inside the
  * one of the indicator before it). Block mappings and sequences opened by indentation are not counted.
  *
+ * Nodes (`maxNodes`): scalars, quoted or not, aliases and flow collections, and a sequence item or explicit key with
+ * none of these after it on its line (its value empty, or a block collection below), each a key or value of its own.
+ *
  * So every count is a lower bound: what it refuses surely passes the bound; what it lets through is checked on the
  * parsed value (the JSON text a YAML body reads as) as before.
  */
@@ -39,14 +42,37 @@ export function scanYamlTokens(
   maxDepth: number,
   maxKeys = Number.POSITIVE_INFINITY,
   maxContainers = Number.POSITIVE_INFINITY,
-): { tooDeep: boolean; tooManyKeys: boolean; tooManyContainers: boolean } {
+  maxNodes = Number.POSITIVE_INFINITY,
+): YamlScan {
   let flow = 0;
   let onLine = 0;
   let colons = 0;
   let questions = 0;
   let containers = 0;
-  const over = (what: 'tooDeep' | 'tooManyKeys' | 'tooManyContainers') => ({ tooDeep: what === 'tooDeep', tooManyKeys: what === 'tooManyKeys', tooManyContainers: what === 'tooManyContainers' });
+  let nodes = 0;
+  // A sequence item or key indicator whose value has not shown yet on its line.
+  let item = false;
+  const over = (what: keyof YamlScan): YamlScan => ({ tooDeep: what === 'tooDeep', tooManyKeys: what === 'tooManyKeys', tooManyContainers: what === 'tooManyContainers', tooManyNodes: what === 'tooManyNodes' });
+  // The token after the lexer's scalar mark is the scalar's text (a block scalar's may begin with a quote).
+  let scalarText = false;
   for (const token of new Lexer().lex(text)) {
+    if (scalarText) {
+      scalarText = false;
+      continue;
+    }
+    scalarText = token === '\x1f';
+    // A node: a plain or block scalar (the lexer marks its start), a quoted one, an alias or a flow collection; and a
+    // sequence item (`-`) or explicit key (`?`) with nothing of these after it on its line (empty, or a block
+    // collection on the lines below).
+    const first = token.charCodeAt(0);
+    const value = first === 0x1f || first === 0x22 || first === 0x27 || first === 0x2a || token === '[' || token === '{';
+    const indicator = token === '-' || token === '?';
+    if ((value || indicator || token === '\n' || token === '\r\n') && item) {
+      item = false;
+      if (!value && ++nodes > maxNodes) return over('tooManyNodes');
+    }
+    if (value && ++nodes > maxNodes) return over('tooManyNodes');
+    if (indicator && flow === 0) item = true;
     switch (token) {
       case '[':
       case '{':
@@ -82,8 +108,24 @@ export function scanYamlTokens(
         }
     }
   }
-  return { tooDeep: false, tooManyKeys: false, tooManyContainers: false };
+  return { tooDeep: false, tooManyKeys: false, tooManyContainers: false, tooManyNodes: false };
 }
+
+/** Which bound of scanYamlTokens a YAML text surely passes (at most one: the scan stops there). */
+export interface YamlScan {
+  tooDeep: boolean;
+  tooManyKeys: boolean;
+  tooManyContainers: boolean;
+  tooManyNodes: boolean;
+}
+
+/**
+ * Most nodes a YAML manifest writes (keys and values: scalars, aliases, sequence items and flow collections;
+ * scanYamlTokens): the yaml package reads some 10 µs a node on a loaded machine, so a text of 200,000 sequence items (`- 1`, 1 MiB,
+ * under every JSON bound) held the YAML reader, and every other tenant's YAML behind it, for the whole
+ * `svc.http.yaml-read-timeout` (10 s). A manifest writes a few thousand; one this large goes as JSON.
+ */
+export const MAX_YAML_NODES = 120_000;
 
 /** Whether YAML text surely nests collections deeper than `max` (scanYamlTokens). */
 export function yamlNestsDeeperThan(text: string, max: number): boolean {
