@@ -429,7 +429,16 @@ describe('YAML bodies are read off the event loop', () => {
     const smaller = text.split('\n').filter((line) => !/^ {4}b(9|[1-9]\d):/.test(line)).join('\n');
     expect(await call('POST', '/api/connectors/apply', { body: smaller, type: 'application/yaml' })).toEqual({
       status: 413,
-      body: { error: 'body (YAML) reads as more JSON than the 1,048,576 bytes a JSON body may hold', hint: expect.stringContaining('aliases') },
+      body: { error: 'body (YAML) reads as more JSON than the 1,048,576 bytes a JSON body may hold', hint: expect.stringContaining('alias') },
+    });
+    // Without an alias (45,000 keys of 14 characters: 1,030 KB of YAML, 1.1 MB of JSON): the hint blamed aliases it has not.
+    const plain = `apiVersion: connectors.svc.io/v1\nkind: Connector\njunk:\n${Array.from({ length: 45_000 }, (_, i) => ` k${i.toString(36)}: ${'x'.repeat(14)}\n`).join('')}`;
+    expect(await call('POST', '/api/connectors/apply', { body: plain, type: 'application/yaml' })).toEqual({
+      status: 413,
+      body: {
+        error: 'body (YAML) reads as more JSON than the 1,048,576 bytes a JSON body may hold',
+        hint: 'JSON writes more than YAML does (quotes around keys and text, null for an empty value, each alias as the whole value it names): write repeated parts once, or split the manifest',
+      },
     });
   }, 60_000);
 

@@ -308,7 +308,7 @@ async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, 
     if (read.json.length > MAX_JSON_BODY_BYTES || Buffer.byteLength(read.json) > MAX_JSON_BODY_BYTES) {
       throw new PayloadTooLarge(
         `body (YAML) reads as more JSON than the ${MAX_JSON_BODY_BYTES.toLocaleString('en-US')} bytes a JSON body may hold`,
-        'aliases repeat what they name: write the repeated parts once, or split the manifest',
+        'JSON writes more than YAML does (quotes around keys and text, null for an empty value, each alias as the whole value it names): write repeated parts once, or split the manifest',
       );
     }
     // JSON text written by JSON.stringify: no key twice in an object.
