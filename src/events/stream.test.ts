@@ -204,6 +204,19 @@ describe('live stream bounds', () => {
     expect(reasons).toEqual(['server stopping', 'server stopping']);
     expect(own.count()).toBe(0);
   });
+
+  it('a subscription begun once the stream has stopped (a request that reached its handler during the stop) ends at once, with the same reason', async () => {
+    const own = new LiveStream(db, { pollEvery: 30, batch: 10 });
+    own.start();
+    await own.stop();
+    const reasons: string[] = [];
+    const live = await own.subscribe({ tenantId: 301, topics: [], deliver: () => true, onEnd: (r) => reasons.push(r) });
+    const resumed = await own.subscribe({ tenantId: 301, topics: [], afterId: 0, deliver: () => true, onEnd: (r) => reasons.push(r) });
+    await resumed.caughtUp;
+    expect(reasons).toEqual(['server stopping', 'server stopping']);
+    expect([live.closed, resumed.closed]).toEqual([true, true]);
+    expect(own.count()).toBe(0);
+  });
 });
 
 describe('resuming after an event id (Last-Event-ID)', () => {

@@ -25,6 +25,9 @@ interface StreamOptions {
   catchUpQueueBytes?: number;
 }
 
+/** The reason a subscription ends with when the stream stops (the hub stopping). */
+export const SERVER_STOPPING = 'server stopping';
+
 /** An event's size as a subscriber's queue counts it (its type and JSON payload), worked out once per event. */
 const sizes = new WeakMap<OutboxEvent, number>();
 function sizeOf(event: OutboxEvent): number {
@@ -233,6 +236,8 @@ export class LiveStream {
   private readonly clock = new ClockRunner();
   private position: Position | undefined;
   private running = false;
+  /** Stopped for good: a subscription begun since (its request reached the handler during the stop) ends at once. */
+  private stopped = false;
   /** Polls that delivered events, counted: a subscriber is judged once per poll. */
   private polls = 0;
 
@@ -251,7 +256,8 @@ export class LiveStream {
   /** Ends every subscription and stops polling. */
   async stop(): Promise<void> {
     this.running = false;
-    for (const sub of [...this.subscribers]) sub.end('server stopping');
+    this.stopped = true;
+    for (const sub of [...this.subscribers]) sub.end(SERVER_STOPPING);
     await this.clock.stop();
   }
 
@@ -279,6 +285,12 @@ export class LiveStream {
     const sub = new Subscription(options, this, this.options.catchUpQueue ?? 10_000, this.options.catchUpQueueBytes ?? 16 * 1024 * 1024);
     if (options.signal?.aborted) {
       sub.close();
+      return sub;
+    }
+    if (this.stopped) {
+      // Nothing would ever be delivered to it, and its connection would hold the HTTP server's
+      // close until the shutdown grace cut it.
+      sub.end(SERVER_STOPPING);
       return sub;
     }
     this.subscribers.add(sub);
