@@ -2,6 +2,7 @@ import { PassThrough } from 'node:stream';
 import { callerTenant } from '../../../src/auth/principal.js';
 import { ForbiddenWithReason, RateLimited, ValidationError } from '../../../src/errors.js';
 import type { OutboxEvent } from '../../../src/events/outbox.js';
+import { SERVER_STOPPING } from '../../../src/events/stream.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -29,6 +30,13 @@ function roomIn(out: PassThrough, gone: AbortSignal): Promise<void> {
 
 /** Heartbeat periods a resuming client may take nothing before it is ended as too slow. */
 const STALL_HEARTBEATS = 4;
+
+/**
+ * How long a client whose stream the stopping hub ended may take to read what was left for it
+ * before its connection is reset (at most a heartbeat period): the HTTP server's close waits for
+ * every connection, so one that reads nothing would otherwise hold the stop for the shutdown grace.
+ */
+const STOP_CUT_MS = 1000;
 
 export const eventStreamRoutes: RouteDecl[] = [
   route({
@@ -78,19 +86,19 @@ export const eventStreamRoutes: RouteDecl[] = [
       out.write(`retry: 3000\n: connected; heartbeat ${heartbeatMs}\n\n`);
       let heartbeat: NodeJS.Timeout | undefined;
       let expiry: NodeJS.Timeout | undefined;
-      const finish = (note?: string) => {
+      const finish = (note?: string, cutMs = heartbeatMs) => {
         if (heartbeat) clearInterval(heartbeat);
         if (expiry) clearTimeout(expiry);
         if (!out.writableEnded) out.end(note ? `: ${note}\n\n` : undefined);
         // Ended by the hub (a live client too slow, the outbox unreadable): what is left goes to a
         // client that reads, and the connection closes after it (Connection: close). One that does
         // not read would keep it queued here and in the kernel until the connection timed out, so
-        // it gets one heartbeat period, then the connection is reset.
+        // it gets one heartbeat period (STOP_CUT_MS when the hub stops), then the connection is reset.
         if (note && !gone.signal.aborted) {
           const socket = ctx.req.socket;
           const cut = setTimeout(() => {
             if (!socket.destroyed) socket.resetAndDestroy();
-          }, heartbeatMs);
+          }, cutMs);
           cut.unref();
           socket.once('close', () => clearTimeout(cut));
         }
@@ -129,7 +137,7 @@ export const eventStreamRoutes: RouteDecl[] = [
         // than max-buffer does not end a client that reads promptly.
         waiting: () => out.writableLength,
         maxWaiting: maxBuffer,
-        onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`),
+        onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`, reason === SERVER_STOPPING ? Math.min(STOP_CUT_MS, heartbeatMs) : heartbeatMs),
       });
       if (gone.signal.aborted) {
         subscription.close();
