@@ -6,10 +6,21 @@ import { SERVER_STOPPING } from '../../../src/events/stream.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
-/** One SSE frame: `id` is the outbox id (send it back as Last-Event-ID), `data` the spec's envelope. */
-export function frame(event: OutboxEvent): string {
-  const envelope = { topic: event.type, payload: JSON.stringify(event.payload), capturedAt: new Date(event.createdAt).toISOString() };
-  return `id: ${event.id}\ndata: ${JSON.stringify(envelope)}\n\n`;
+/**
+ * One SSE frame: `id` is the outbox id (send it back as Last-Event-ID), `data` the spec's envelope.
+ * Made once per event object and shared: the poller hands the same event to every stream of its
+ * tenant, and the bytes waiting for each stream that has not read them yet are then one copy between
+ * them, not one per stream (20 streams that read nothing held 20 copies of a burst).
+ */
+const frames = new WeakMap<OutboxEvent, Buffer>();
+export function frame(event: OutboxEvent): Buffer {
+  let bytes = frames.get(event);
+  if (!bytes) {
+    const envelope = { topic: event.type, payload: JSON.stringify(event.payload), capturedAt: new Date(event.createdAt).toISOString() };
+    bytes = Buffer.from(`id: ${event.id}\ndata: ${JSON.stringify(envelope)}\n\n`);
+    frames.set(event, bytes);
+  }
+  return bytes;
 }
 
 /** Resolves when `out` has taken what waited (or ended, or the client left). */
