@@ -79,8 +79,10 @@ describe('semantic chat and the model\'s window', () => {
     expect(tags.length).toBeLessThan(ROWS);
     expect(citations).toEqual(tags);
     expect(citedRows.map((r) => r.rowHash)).toEqual(tags);
-    // The nearest of the search, in its order.
+    // The nearest of the search first, in its order (one too long for what was left passed over).
     const nearest = (await admin.post('/api/platform/rag/search', { query: 'Which partners are there?', topK: ROWS })).body as { results: Array<{ rowHash: string }> };
-    expect(nearest.results.slice(0, tags.length).map((r) => r.rowHash)).toEqual(tags);
+    const ranked = nearest.results.map((r) => r.rowHash);
+    expect(tags[0]).toBe(ranked[0]);
+    expect(ranked.filter((h) => tags.includes(h))).toEqual(tags);
   });
 });

@@ -42,8 +42,8 @@ export function contextMessage(hits: SearchHit[], token?: () => string): string 
 /**
  * Semantic chat: the question's nearest chunks (tenant, scope and corpus filters applied by the
  * search), and a model told to answer from them only, citing `[row:<hash>]` (a tag naming no
- * retrieved row is removed: groundedTags); with a context budget, the nearest chunks that fit it
- * (withinBudget). `citations` holds the row hash of every retrieved row chunk sent (lifecycle and platform chunks have none), `citedRows` the
+ * retrieved row is removed: groundedTags); with a context budget, the nearest chunks that fit it,
+ * one too long for what is left passed over for the next (withinBudget). `citations` holds the row hash of every retrieved row chunk sent (lifecycle and platform chunks have none), `citedRows` the
  * same rows with the table and key their chunks name. `signal` (the
  * asking client went away) stops the question's embedding and the model's call.
  */
@@ -79,25 +79,30 @@ function contextLine(h: SearchHit): string {
 }
 
 /**
- * The nearest hits, in order, whose context lines (and the newlines between them) fit in `budget`
- * characters (`svc.llm.context-chars`): a small model's window cannot take topK chunks of 2,000
- * characters each. The rest are left out of the context and so of the citations. All of them without a budget.
- * When the nearest does not fit alone: a 503 naming the least budget that sends it (before, the model
- * was told that nothing indexed matches, and answered so, whatever the tenant held).
+ * The hits whose context lines (and the newlines between them) fit in `budget` characters
+ * (`svc.llm.context-chars`): a small model's window cannot take topK chunks of 2,000 characters each.
+ * Nearest first, each whole while it fits; one that does not (a long chunk) is passed over for the
+ * next, as the schema card's relations are (analytic/card-text.ts): before, the first that did not fit
+ * ended the selection, leaving out the smaller, still near chunks after it. Those kept stay in rank
+ * order; the rest are left out of the context and so of the citations. All of them without a budget.
+ * When not one fits: a 503 naming the least budget that sends one (the model would be asked with no
+ * context, and would answer that nothing indexed matches, whatever the tenant held).
  */
 function withinBudget(hits: SearchHit[], budget: number | undefined): SearchHit[] {
   if (budget === undefined) return hits;
   let used = 0;
   const kept: SearchHit[] = [];
   for (const h of hits) {
-    used += contextLine(h).length + (kept.length ? 1 : 0);
-    if (used > budget) break;
+    const length = contextLine(h).length + (kept.length ? 1 : 0);
+    if (used + length > budget) continue;
+    used += length;
     kept.push(h);
   }
   if (hits.length > 0 && kept.length === 0) {
-    const least = contextLine(hits[0]!).length;
+    const least = Math.min(...hits.map((h) => contextLine(h).length));
+    const which = hits.length === 1 ? 'the one chunk retrieved takes' : `the shortest of the ${hits.length} chunks retrieved takes`;
     throw new PortUnavailable(
-      `the nearest chunk takes ${least} characters with its tag, more than the ${budget} of svc.llm.context-chars: the model would be asked with no context`,
+      `${which} ${least} characters with its tag, more than the ${budget} of svc.llm.context-chars: the model would be asked with no context`,
       `set svc.llm.context-chars to at least ${least} (a chunk is at most 2,000 characters, its tag some 70)`,
     );
   }
