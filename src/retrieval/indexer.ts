@@ -317,6 +317,12 @@ interface Embedded {
  * with an EmbeddingUnavailable (the endpoint's failure, or every call of the pass failing) is
  * reported to it and answers 0 rather than throwing, so that an endpoint away is logged once, then
  * at most once a minute, not at every pass; a call answered with vectors tells it the endpoint is back.
+ *
+ * `keepLease` (the pass's, src/retrieval/services.ts): asked before each call of the splitting, it
+ * renews this process's lease on the model in use (at most a tenth of the lease apart), as the pass
+ * does between its batches: a splitting of slow calls lasting longer than the lease no longer lets a
+ * deferring process of another model take over while it runs. False (another model recorded now):
+ * the splitting calls the model no more, and the batch is dropped (0, nothing stored or set aside).
  */
 export async function embedPending(
   db: Database,
@@ -325,6 +331,7 @@ export async function embedPending(
   pgvector?: { schema: string },
   signal?: AbortSignal,
   outage?: EmbeddingOutage,
+  keepLease?: () => Promise<boolean>,
 ): Promise<number> {
   const { rows } = await db.crossTenantQuery<Unembedded>(
     'retrieval-embed',
@@ -337,7 +344,7 @@ export async function embedPending(
   // pending), the model's answer, should it still come, is ignored.
   let done: Embedded | undefined;
   try {
-    done = await embedSplitting(port, rows, signal);
+    done = await embedSplitting(port, rows, signal, keepLease);
   } catch (err) {
     const failure = withoutTextsSent(err, rows.map((r) => r.content));
     if (!outage || !(failure instanceof EmbeddingUnavailable)) throw failure;
@@ -412,9 +419,16 @@ export const SPLIT_BUDGET_MS = 2000;
  * The vectors of `chunks` in one call of the model; when the model fails it for the texts' sake,
  * those of each half (and so on down), a text it fails alone refused, for SPLIT_BUDGET_MS from the
  * first failure (the parts not tried by then wait for the next pass). When nothing came of the
- * splitting, the first failure is thrown as it came. Undefined on `signal`.
+ * splitting, the first failure is thrown as it came. Undefined on `signal`, and when `keepLease`,
+ * asked before each call of the splitting, says another model is recorded now.
  */
-async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal: AbortSignal | undefined, until?: number): Promise<Embedded | undefined> {
+async function embedSplitting(
+  port: EmbeddingPort,
+  chunks: Unembedded[],
+  signal: AbortSignal | undefined,
+  keepLease: (() => Promise<boolean>) | undefined,
+  until?: number,
+): Promise<Embedded | undefined> {
   let answer: Float32Array[] | undefined;
   try {
     answer = await valueUnlessAborted(port.embed(chunks.map((c) => c.content)), signal);
@@ -426,7 +440,8 @@ async function embedSplitting(port: EmbeddingPort, chunks: Unembedded[], signal:
     const half = Math.ceil(chunks.length / 2);
     for (const part of [chunks.slice(0, half), chunks.slice(half)]) {
       if (Date.now() >= deadline) break;
-      const done = await embedSplitting(port, part, signal, deadline);
+      if (keepLease && !(await keepLease())) return undefined;
+      const done = await embedSplitting(port, part, signal, keepLease, deadline);
       if (done === undefined) return undefined;
       found.vectors.push(...done.vectors);
       found.refused.push(...done.refused);

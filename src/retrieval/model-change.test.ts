@@ -193,6 +193,69 @@ describe('a model change while processes of the old and the new model run at onc
     expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
   });
 
+  /**
+   * A stand-in model that fails any call of more than three texts at once (for the texts' sake: the
+   * batch is split) and answers three or fewer after `slowMs`; `onSlow(n)` runs at the n-th slow call, before it answers.
+   */
+  function failingThenSlow(b: EmbeddingPort, slowMs: number, onSlow: (n: number) => Promise<unknown> | undefined): EmbeddingPort & { slowCalls: () => number } {
+    let slow = 0;
+    return {
+      ...b,
+      slowCalls: () => slow,
+      async embed(texts) {
+        if (texts.length > 3) throw new Error('stand-in: this batch is refused');
+        await onSlow(++slow);
+        await new Promise((r) => setTimeout(r, slowMs));
+        return b.embed(texts);
+      },
+    };
+  }
+
+  it('and while a failed batch is split into slow calls for longer than the lease: each call of the splitting keeps it', async () => {
+    const a = port('model-a');
+    const oldHub = hub(a, { modelLeaseMs: 500 });
+    await indexAll(oldHub);
+    // The new pod takes over; its one batch of 12 fails, then is embedded by threes, 250 ms a call (some 1 s
+    // of splitting, past the 500 ms lease). At its 4th slow call (750 ms and more after its pass confirmed the model), the old pod passes.
+    let oldPass: Promise<unknown> | undefined;
+    const model = failingThenSlow(port('model-b'), 250, (n) => {
+      if (n === 4) oldPass = oldHub.indexPass();
+      return oldPass;
+    });
+    const newHub = hub(model, { modelLeaseMs: 500, embedBatch: CHUNKS, passBudgetMs: 60_000 });
+    a.calls = 0;
+    const pass = await newHub.indexPass();
+    // Before, the lease was renewed between batches only: the old pod took over mid-split, embedded with
+    // its model, and the new pod's vectors were dropped (another model recorded).
+    expect(model.slowCalls()).toBe(4);
+    expect(await oldPass).toMatchObject({ embedded: 0 });
+    expect(a.calls).toBe(0);
+    expect(pass).toMatchObject({ embedded: CHUNKS });
+    expect(await models()).toEqual([{ model: 'test:model-b', n: CHUNKS }]);
+  });
+
+  it('a splitting that finds another model recorded calls its model no more and stores nothing', async () => {
+    const b = port('model-b');
+    await indexAll(hub(b, { modelLeaseMs: 500 }));
+    // The old pod's batch of 12 fails and is split; at its 2nd slow call a pod of another model starts (its first
+    // check takes over; its time is up before it embeds).
+    const c = port('model-c');
+    let taken: Promise<unknown> | undefined;
+    await t.owner.query('update retrieval.chunks set embedding = null, model = null, embedded_seq = null, embedded_at = null');
+    const model = failingThenSlow(b, 100, (n) => {
+      if (n === 2) taken = hub(c, { modelLeaseMs: 500, passBudgetMs: 0 }).indexPass();
+      return taken;
+    });
+    const oldHub = hub(model, { modelLeaseMs: 500, embedBatch: CHUNKS, passBudgetMs: 60_000 });
+    // Its first pass confirms model-b (recorded by the first pod) without embedding anything else.
+    expect(await oldHub.indexPass()).toMatchObject({ embedded: 0 });
+    expect(await models()).toEqual([{ model: null, n: CHUNKS }]);
+    // Before, the splitting went on calling the model (4 calls of three texts) for vectors that would be dropped.
+    expect(model.slowCalls()).toBe(2);
+    expect(c.calls).toBe(0);
+    expect((await t.owner.query('select model from retrieval.embedding_model')).rows).toEqual([{ model: 'test:model-c' }]);
+  });
+
   it('so does a pass turning a backlog of pending entries into chunks for longer than the lease, before it embeds', async () => {
     const a = port('model-a');
     const b = port('model-b');

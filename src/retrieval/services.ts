@@ -298,8 +298,8 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   }
 
   /**
-   * The model's lease kept during a pass (between its steps: a batch of entries, a call of the model),
-   * renewed a tenth of the lease after the last confirmation: a pass longer than the lease does not let a
+   * The model's lease kept during a pass (between its steps: a batch of entries, a call of the model,
+   * each call of a failed batch split down to single texts: embedPending), renewed a tenth of the lease after the last confirmation: a pass longer than the lease does not let a
    * deferring process of another model take over. False when this process's model is not (or no longer) the one recorded.
    */
   async function keepLease(): Promise<boolean> {
@@ -356,7 +356,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     }
     while (goOn() && inTime() && (await keepLease())) {
       // One batch per thread of the model, so that they all work.
-      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal, outage);
+      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal, outage, keepLease);
       if (n === 0) break;
       embedded += n;
     }
