@@ -38,7 +38,7 @@ export interface RetrievalDeps {
   vectorSearch?: VectorSearchMode;
   /** hnsw.ef_search of the pgvector path (`svc.retrieval.hnsw-ef-search`); default 100. */
   hnswEfSearch?: number;
-  /** How long one indexer pass may copy and embed (tests); default PASS_BUDGET_MS. */
+  /** How long one indexer pass may expand pending entries, and then copy and embed (tests); default PASS_BUDGET_MS each. */
   passBudgetMs?: number;
   /**
    * How long the recorded embedding model's processes may go without confirming it (each indexer pass
@@ -82,7 +82,7 @@ export interface RetrievalStatus {
   vectorSearch: 'memory' | 'pgvector' | 'none';
 }
 
-/** How long one indexer pass may embed before it yields to the next tick. */
+/** How long one indexer pass may expand pending entries, and then embed, before it yields to the next tick. */
 const PASS_BUDGET_MS = 2000;
 /** How long the recorded embedding model's processes may go without confirming it before a process of another model takes over (checkModel). */
 export const MODEL_LEASE_MS = 5 * 60_000;
@@ -311,19 +311,29 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   }
 
   /**
-   * Bounded work per pass (a clock tick): whatever is pending becomes chunks, then batches are embedded
-   * for at most PASS_BUDGET_MS, and the next tick goes on. A stop (`signal`) does not wait for the
-   * batch being embedded (seconds on a busy machine): its vectors are dropped unwritten.
+   * Bounded work per pass (a clock tick): pending entries become chunks for at most PASS_BUDGET_MS,
+   * then batches are embedded for at most PASS_BUDGET_MS, and the next tick goes on. Before, the
+   * pass expanded whatever was pending before it embedded anything: while rows were written faster
+   * than they were expanded (a large load, several runs at once), no chunk of any tenant got a
+   * vector until the writing stopped. A stop (`signal`) does not wait for the batch being embedded
+   * (seconds on a busy machine): its vectors are dropped unwritten.
    */
   async function indexPass(signal?: AbortSignal): Promise<IndexPassResult> {
-    const started = Date.now();
+    const budget = deps.passBudgetMs ?? PASS_BUDGET_MS;
     const goOn = () => !stopping && !signal?.aborted;
     let expanded = 0;
+    // Whether a step ended because its time was up (work may be left), not because it ran out of work.
+    let more = false;
+    const expandStarted = Date.now();
     for (let n = await expandPending(db); n > 0 && goOn(); n = await expandPending(db)) {
       expanded += n;
+      if (Date.now() - expandStarted >= budget) {
+        more = true;
+        break;
+      }
       await keepLease();
     }
-    if (!embedding) return { expanded, filled: 0, embedded: 0, more: false };
+    if (!embedding) return { expanded, filled: 0, embedded: 0, more };
     // Only the recorded model embeds (checkModel): a process of another model started before it defers.
     const model = await checkModel(db, embedding, !modelChecked, leaseMs);
     modelChecked = true;
@@ -336,17 +346,17 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
         );
       }
       deferredTo = model.recorded;
-      return { expanded, filled: 0, embedded: 0, more: false };
+      return { expanded, filled: 0, embedded: 0, more };
     }
     deferredTo = undefined;
     const { pgvector } = await vectors(embedding);
     let embedded = 0;
     let filled = 0;
-    // Whether the pass ended because its time was up (work may be left), not because it ran out of work.
-    let more = false;
+    const embedStarted = Date.now();
     const inTime = () => {
-      more = Date.now() - started >= (deps.passBudgetMs ?? PASS_BUDGET_MS);
-      return !more;
+      const up = Date.now() - embedStarted >= budget;
+      more ||= up;
+      return !up;
     };
     // Chunks embedded before the database had pgvector get their `vec` from the stored vector.
     while (pgvector && goOn() && inTime() && (await keepLease())) {
