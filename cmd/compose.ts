@@ -8,7 +8,7 @@ import { createManifestServices } from '../src/manifests/services.js';
 import { Authenticator } from '../src/auth/authenticate.js';
 import { Directory } from '../src/auth/directory.js';
 import { TokenVerifier } from '../src/auth/verifier.js';
-import type { Config } from '../src/config/config.js';
+import { type Config, pgMemoryKb } from '../src/config/config.js';
 import { MIGRATION_SETS, migrationStatus, readMigrations } from '../src/db/migrations.js';
 import { interruptibleStart } from '../src/db/pool.js';
 import { StartRefused } from '../src/errors.js';
@@ -236,6 +236,11 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     chat,
     statementTimeoutMs: config.duration('svc.analytic.statement-timeout'),
     maxAnswerBytes: config.int('svc.analytic.max-answer-bytes'),
+    analyticMemory: {
+      workMemKb: pgMemoryKb(config.string('svc.analytic.work-mem')),
+      // Only where the application role may set it (the start warned otherwise).
+      tempFileLimitKb: database.tempFileLimitSettable ? pgMemoryKb(config.string('svc.analytic.temp-file-limit')) : undefined,
+    },
     analyticConcurrency: { total: config.int('svc.analytic.concurrency'), perTenant: config.int('svc.analytic.concurrency-per-tenant') },
     platformDocuments: () => platformDocuments(catalog),
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { packageRoot } from '../package-root.js';
-import { Config, ConfigError } from './config.js';
+import { Config, ConfigError, pgMemoryKb } from './config.js';
 import { renderConfigurationDoc } from './docs.js';
 import { formatDuration, parseDuration } from './duration.js';
 import { envName, PROPERTIES } from './properties.js';
@@ -247,6 +247,23 @@ describe('validation at start', () => {
     expect(Config.load({ env: { SVC_CONNECTORS_MAX_PAGES: '2147483647' } }).int('svc.connectors.max-pages')).toBe(2147483647);
     expect(loadError({ SVC_HTTP_BODY_LIMIT: '0.5' }).property).toBe('svc.http.body-limit');
     expect(Config.load({ env: { SVC_HTTP_BODY_LIMIT: '0.5kb' } }).string('svc.http.body-limit')).toBe('0.5kb');
+  });
+
+  it('an analytic query\'s work_mem and temp_file_limit are amounts of memory as PostgreSQL writes them, checked at start', () => {
+    const defaults = Config.load({ env: {} });
+    expect([pgMemoryKb(defaults.string('svc.analytic.work-mem')), pgMemoryKb(defaults.string('svc.analytic.temp-file-limit'))]).toEqual([4096, 1024 * 1024]);
+    expect(pgMemoryKb(Config.load({ env: { SVC_ANALYTIC_WORK_MEM: '64kB' } }).string('svc.analytic.work-mem'))).toBe(64);
+    expect(pgMemoryKb(Config.load({ env: { SVC_ANALYTIC_TEMP_FILE_LIMIT: '1TB' } }).string('svc.analytic.temp-file-limit'))).toBe(1024 ** 3);
+    // PostgreSQL's units are case-sensitive (it refuses `4mb`), and a bare number would be read in kB: both refused here.
+    for (const value of ['4mb', '4096', '4 MB', '1.5GB', '-1', 'lots']) {
+      const err = loadError({ SVC_ANALYTIC_WORK_MEM: value });
+      expect(err.property).toBe('svc.analytic.work-mem');
+      expect(err.message).toBe(
+        `svc.analytic.work-mem (SVC_ANALYTIC_WORK_MEM): '${value}' from environment SVC_ANALYTIC_WORK_MEM is not an amount of memory as PostgreSQL writes one: a whole number and kB, MB, GB or TB (such as 4MB or 64kB; case as written), at least 64kB`,
+      );
+    }
+    expect(loadError({ SVC_ANALYTIC_WORK_MEM: '32kB' }).message).toContain("'32kB' from environment SVC_ANALYTIC_WORK_MEM is not an amount of memory of at least 64kB");
+    expect(loadError({ SVC_ANALYTIC_TEMP_FILE_LIMIT: '2TB' }).message).toContain('is not an amount of memory of at most 2147483647kB');
   });
 
   it('work holding a pool connection each leaves two to the rest of the hub: exports and analytic queries, refused before anything starts', () => {

@@ -254,9 +254,23 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
       if ((sizeInBytes(text) ?? 0) < 1) return fail('a positive size such as 512kb, 10mb or 1048576 (bytes), at least 1 byte');
       return text;
     }
+    case 'pg-memory': {
+      const kb = pgMemoryKb(text);
+      const least = `${def.min ?? 1}kB`;
+      if (kb === undefined) return fail(`an amount of memory as PostgreSQL writes one: a whole number and kB, MB, GB or TB (such as 4MB or 64kB; case as written), at least ${least}`);
+      if (kb < (def.min ?? 1)) return fail(`an amount of memory of at least ${least}`);
+      if (kb > (def.max ?? INT_MAX)) return fail(`an amount of memory of at most ${def.max ?? INT_MAX}kB`);
+      return text;
+    }
     default:
       return text;
   }
+}
+
+/** Kilobytes of an amount of memory as PostgreSQL writes one (`4MB`, `64kB`, `1GB`, `1TB`; its units, case-sensitive as it reads them); undefined otherwise. */
+export function pgMemoryKb(text: string): number | undefined {
+  const amount = /^(\d{1,16})(kB|MB|GB|TB)$/.exec(text);
+  return amount ? Number(amount[1]) * 1024 ** ['kB', 'MB', 'GB', 'TB'].indexOf(amount[2]!) : undefined;
 }
 
 /** `: the <what> is <form>` when `name` writes a property in another form (case, dots or underscores), else nothing. */

@@ -4,7 +4,8 @@
  * Later areas add their properties here, beside the clocks they configure.
  */
 
-export type PropertyKind = 'string' | 'int' | 'bool' | 'duration' | 'url' | 'enum' | 'secret' | 'size';
+/** `pg-memory`: an amount of memory as PostgreSQL writes one (`4MB`, `64kB`), its min and max in kilobytes. */
+export type PropertyKind = 'string' | 'int' | 'bool' | 'duration' | 'url' | 'enum' | 'secret' | 'size' | 'pg-memory';
 export type PropertyValue = string | number | boolean | undefined;
 
 /** Reads another property while a default is being computed. */
@@ -328,6 +329,10 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Statement timeout of the one read-only query an analytic chat runs, and the time a whole rediscover (schema-card discovery, all its statements together) may take: a longer one stops it with a 503.' }),
   p({ group: 'Retrieval', name: 'svc.analytic.max-answer-bytes', kind: 'int', min: 1024, default: 4194304,
     description: 'Largest answer an analytic chat\'s query may return, in bytes of its rows as JSON objects (column names and nulls included), measured in PostgreSQL before any row is sent; a larger one is refused (guard 5).' }),
+  p({ group: 'Retrieval', name: 'svc.analytic.work-mem', kind: 'pg-memory', min: 64, default: '4MB',
+    description: 'PostgreSQL\'s `work_mem` for the one query an analytic chat runs (set for its transaction, with `hash_mem_multiplier` 1 and no parallel workers, whatever the server\'s own settings): the memory each sort and hash of the query may hold before it spills to temporary files. A query may hold several hundred of them, so this multiplies (docs/analytic-guards.md, "Resources of one statement"). An amount of memory as PostgreSQL writes one: a whole number and `kB`, `MB`, `GB` or `TB` (case as written), at least `64kB`.' }),
+  p({ group: 'Retrieval', name: 'svc.analytic.temp-file-limit', kind: 'pg-memory', min: 64, default: '1GB',
+    description: 'PostgreSQL\'s `temp_file_limit` for the one query an analytic chat runs: the most temporary files (sorts and hashes past `svc.analytic.work-mem`) it may write; past it the query is refused (guard 5). A server limit that is lower still holds. Needs the application role to be allowed to set it (PostgreSQL 15+; the hub grants it when its database owner is a superuser, as with the embedded PostgreSQL); without that the start warns once and the queries run without it. Written like `svc.analytic.work-mem`.' }),
   p({ group: 'Retrieval', name: 'svc.analytic.concurrency', kind: 'int', min: 1,
     ...POOL_SHARE,
     description: 'Analytic queries (and rediscovers) running at once in one process; each holds a database connection of the pool for up to `svc.analytic.statement-timeout`. Further queries wait, tenants taking turns; one that cannot start within the statement timeout (or finds 16 of its tenant waiting already) is refused by guard 5 (a rediscover: a 503), and the caller asks again later.' }),

@@ -8,7 +8,7 @@ import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { packageRoot } from '../package-root.js';
 import { ownClient, startInterrupt } from './pool.js';
-import { ensureRoles, grantAnalyticExt, grantSchema, keepSetConfigFromAnalytic, type RoleNames } from './roles.js';
+import { ensureRoles, grantAnalyticExt, grantSchema, keepSetConfigFromAnalytic, letAppSetTempFileLimit, type RoleNames } from './roles.js';
 
 /**
  * Versioned SQL migrations, one folder per schema, applied in the order of MIGRATION_SETS under a
@@ -233,6 +233,7 @@ export async function migrate(
       await client.query(`grant select on public.svc_schema_history to ${pg.escapeIdentifier(roles.app)}, ${pg.escapeIdentifier(roles.worker)}`);
       // Under the lock: replicas starting at once would otherwise update set_config's rights together.
       await keepSetConfigFromAnalytic(client, roles);
+      await letAppSetTempFileLimit(client, roles);
     }
   } finally {
     await client.query('select pg_advisory_unlock(hashtext($1))', [LOCK_KEY]).catch(() => undefined);

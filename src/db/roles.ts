@@ -213,6 +213,52 @@ export async function setConfigCheck(owner: pg.ClientBase, roles: RoleNames): Pr
   return {};
 }
 
+/** The setting that bounds the temporary files of one session; PostgreSQL lets only a superuser, or a role granted SET on it (PostgreSQL 15+), set it. */
+const TEMP_FILE_LIMIT = 'temp_file_limit';
+
+/** Whether `role` may set temp_file_limit (a superuser, or SET granted on it); false before PostgreSQL 15, which has no such grant. */
+async function maySetTempFileLimit(client: pg.ClientBase, role: string): Promise<boolean> {
+  const { rows } = await client.query<{ may: boolean | null }>(
+    `select case when current_setting('server_version_num')::int < 150000 then (select rolsuper from pg_roles where rolname = $1)
+            else (select has_parameter_privilege(oid, '${TEMP_FILE_LIMIT}', 'set') from pg_roles where rolname = $1) end as may`,
+    [role],
+  );
+  return rows[0]?.may === true;
+}
+
+/**
+ * Lets the application role set temp_file_limit (`grant set on parameter`, PostgreSQL 15+), so that
+ * the analytic chat's read-only transaction bounds its statement's temporary files
+ * (`svc.analytic.temp-file-limit`, src/retrieval/analytic/run.ts) before it takes the analytic role,
+ * which may not set it. Only a superuser may grant it: an owner that is none, or an older server,
+ * changes nothing (the start then warns: tempFileLimitCheck). Idempotent.
+ */
+export async function letAppSetTempFileLimit(owner: pg.ClientBase, roles: RoleNames): Promise<void> {
+  const { rows } = await owner.query<{ superuser: boolean; version: number }>(
+    `select current_setting('is_superuser') = 'on' as superuser, current_setting('server_version_num')::int as version`,
+  );
+  if (!rows[0]?.superuser || rows[0].version < 150000 || (await maySetTempFileLimit(owner, roles.app))) return;
+  try {
+    await owner.query(`grant set on parameter ${TEMP_FILE_LIMIT} to ${pg.escapeIdentifier(roles.app)}`);
+  } catch (err) {
+    // The grant is the server's, not the database's: another hub (or test database) on the same server granted it meanwhile.
+    if ((err as { code?: string }).code !== '23505' && !/concurrently updated/.test((err as Error).message)) throw err;
+  }
+}
+
+/**
+ * At start, as the owner: whether the application role may set temp_file_limit for the analytic
+ * chat's statements, and, when it may not, the one warning to log (the statements then run without
+ * the hub's bound on their temporary files; the server's own temp_file_limit, if any, still holds).
+ */
+export async function tempFileLimitCheck(owner: pg.ClientBase, roles: RoleNames): Promise<{ settable: boolean; warning?: string }> {
+  if (await maySetTempFileLimit(owner, roles.app)) return { settable: true };
+  return {
+    settable: false,
+    warning: `the application role ${roles.app} may not set temp_file_limit, so analytic chat queries run without svc.analytic.temp-file-limit: a sort or hash of one query may fill the database server's disk with temporary files up to the server's own temp_file_limit (none by default). On PostgreSQL 15 or later run "grant set on parameter temp_file_limit to ${roles.app}" in the hub's database as a superuser (docs/analytic-guards.md, "Resources of one statement")`,
+  };
+}
+
 /**
  * The analytic role's rights on one tenant's ext schema (`ext_t<id>`): USAGE on the schema and
  * SELECT on its tables, those made later included (default privileges of the owner, who makes

@@ -123,6 +123,8 @@ export interface AnalyticDeps {
   statementTimeoutMs: number;
   /** `svc.analytic.max-answer-bytes`. */
   maxAnswerBytes: number;
+  /** The statement's work_mem and temp_file_limit in kB (`svc.analytic.work-mem`, `svc.analytic.temp-file-limit`; run.ts, RunOptions). */
+  memory?: { workMemKb?: number; tempFileLimitKb?: number };
   /** Queries at once, in all and per tenant (`svc.analytic.concurrency[-per-tenant]`); none: unbounded. */
   gate?: AnalyticGate;
 }
@@ -181,7 +183,7 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   if (!verdict.ok) return refusal(`Refused (guard ${verdict.guard}): ${verdict.reason}`, sql);
   let result: { rows: Record<string, unknown>[]; rowCount: number };
   try {
-    const run = () => runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes, signal });
+    const run = () => runReadOnly(deps.db, tenantId, verdict.sql, { timeoutMs: deps.statementTimeoutMs, maxRows: verdict.limit, maxBytes: deps.maxAnswerBytes, signal, ...deps.memory });
     result = await (deps.gate ? deps.gate.run(tenantId, sql, deps.statementTimeoutMs, run, signal) : run());
   } catch (err) {
     // A refusal of guard 5 (PostgreSQL refusing the statement, the gate turning it away) is an answer; anything else

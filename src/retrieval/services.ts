@@ -28,6 +28,8 @@ export interface RetrievalDeps {
   statementTimeoutMs: number;
   /** The largest answer of an analytic query, in bytes (`svc.analytic.max-answer-bytes`; default 4 MiB). */
   maxAnswerBytes?: number;
+  /** An analytic query's work_mem and temp_file_limit in kB (`svc.analytic.work-mem`, `svc.analytic.temp-file-limit`); default 4MB and none. */
+  analyticMemory?: { workMemKb?: number; tempFileLimitKb?: number };
   /** Analytic queries at once, in all and per tenant (`svc.analytic.concurrency[-per-tenant]`); default 4 and 2. */
   analyticConcurrency?: { total: number; perTenant: number };
   /** The documents of the platform corpus (the composition root knows the OpenAPI document). */
@@ -377,7 +379,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     search,
     chat: (tenantId, question, request, signal) => semanticChat((r, s) => search(tenantId, r, s), deps.chat, question, request, signal),
     analytic: (tenantId, question, scope, signal) =>
-      analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, gate: analyticGate }, tenantId, question, scope, signal),
+      analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, memory: deps.analyticMemory, gate: analyticGate }, tenantId, question, scope, signal),
     schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
     rediscover: async (tenantId, scope, signal) => {
       const discover = () => db.withTenant(tenantId, (tx) => discoverCard(tx, scope, deps.statementTimeoutMs, signal && { db, signal }));

@@ -149,6 +149,28 @@ describe('setupDatabase', () => {
     }
   });
 
+  it('the application role unable to set temp_file_limit: the start warns once naming the grant and the setup says it is not settable; a migration as a superuser grants it', async () => {
+    const { url, owner } = await migratedWithOwner();
+    const config = adminRolesConfig(url);
+    let settable: boolean[] = [];
+    const warnings = async () => (await startWarnings(config, { migrate: false }, async (setup) => void settable.push(setup.tempFileLimitSettable))).filter((m) => /temp_file_limit/.test(m));
+    try {
+      // The grant is the server's: taken back for this test, given back below (by the migration, as a superuser owner).
+      await owner.query(`revoke set on parameter temp_file_limit from ${TEST_ROLES.app}`);
+      expect(await warnings()).toEqual([
+        `the application role ${TEST_ROLES.app} may not set temp_file_limit, so analytic chat queries run without svc.analytic.temp-file-limit: a sort or hash of one query may fill the database server's disk with temporary files up to the server's own temp_file_limit (none by default). On PostgreSQL 15 or later run "grant set on parameter temp_file_limit to ${TEST_ROLES.app}" in the hub's database as a superuser (docs/analytic-guards.md, "Resources of one statement")`,
+      ]);
+      expect(settable).toEqual([false]);
+      await migrate(url, TEST_ROLES);
+      settable = [];
+      expect(await warnings()).toEqual([]);
+      expect(settable).toEqual([true]);
+    } finally {
+      await owner.query(`grant set on parameter temp_file_limit to ${TEST_ROLES.app}`);
+      await owner.end();
+    }
+  });
+
   it('svc.migrate.on-start false with migrations pending: the start says so, naming the schemas', async () => {
     const { url, owner } = await migratedWithOwner();
     // One not yet applied: as if this hub's build had one more than the database.

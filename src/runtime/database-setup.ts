@@ -5,7 +5,7 @@ import { Database } from '../db/database.js';
 import { startEmbedded, type EmbeddedDatabase } from '../db/embedded.js';
 import { migrate, migrationStatus } from '../db/migrations.js';
 import { ownClient } from '../db/pool.js';
-import { roleUrl, type RoleNames, setConfigCheck, WORKER_PLAN_CACHE_MODE } from '../db/roles.js';
+import { roleUrl, type RoleNames, setConfigCheck, tempFileLimitCheck, WORKER_PLAN_CACHE_MODE } from '../db/roles.js';
 import { logger, registerSecret } from '../observability/logger.js';
 import { embeddingDimensions } from '../retrieval/embedding/from-config.js';
 import { preparePgvector, type VectorSearchMode } from '../retrieval/pgvector.js';
@@ -16,6 +16,11 @@ export interface DatabaseSetup {
   workerUrl: string;
   /** The role names configured (`svc.datasource.*-role`). */
   roles: RoleNames;
+  /**
+   * Whether the application role may set temp_file_limit, so that analytic chat statements are held to
+   * `svc.analytic.temp-file-limit` (src/db/roles.ts, tempFileLimitCheck; the start warned when not).
+   */
+  tempFileLimitSettable: boolean;
   db: Database;
   embedded?: EmbeddedDatabase;
   /** Closes the pools, then stops the embedded server if there is one. */
@@ -77,16 +82,19 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
         );
       }
     }
-    const { refusal, warning } = await withOwner(ownerUrl, async (client): Promise<{ refusal?: string; warning?: string }> => {
+    const { refusal, warning, tempFiles } = await withOwner(ownerUrl, async (client): Promise<{ refusal?: string; warning?: string; tempFiles?: { settable: boolean; warning?: string } }> => {
       // Roles an administrator made: the analytic chat's role must be there, and the application role able to
       // take it (docs/operations.md); without it every new ext table's grants, and every analytic query, would fail.
       const problem = managed ? undefined : await analyticRoleProblem(client, roles);
-      return problem ? { refusal: problem } : setConfigCheck(client, roles);
+      if (problem) return { refusal: problem };
+      return { ...(await setConfigCheck(client, roles)), tempFiles: await tempFileLimitCheck(client, roles) };
     });
     if (refusal) throw new StartRefused(refusal);
     // Not refused: a hub whose owner is no superuser (or whose roles an administrator made) cannot take the right
     // itself, and guard 2 still refuses set_config; an upgrade keeps starting.
     if (warning) logger().warn(warning);
+    // Not refused either: the analytic statements then run without the hub's bound on temporary files (one warning).
+    if (tempFiles?.warning) logger().warn(tempFiles.warning);
     interrupt?.throwIfAborted();
     const appUrl = explicitApp ?? roleUrl(ownerUrl, roles.app);
     const workerUrl = explicitWorker ?? roleUrl(ownerUrl, roles.worker);
@@ -107,6 +115,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
       ownerUrl,
       workerUrl,
       roles,
+      tempFileLimitSettable: tempFiles?.settable === true,
       db,
       embedded,
       async close() {

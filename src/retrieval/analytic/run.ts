@@ -26,7 +26,22 @@ export interface RunOptions {
    * timeout. The run then rejects with the signal's reason.
    */
   signal?: AbortSignal;
+  /**
+   * PostgreSQL's `work_mem` of the statement, in kilobytes (`svc.analytic.work-mem`); default
+   * DEFAULT_WORK_MEM_KB. Set for the transaction whatever the server's, with `hash_mem_multiplier` 1 and no
+   * parallel workers (docs/analytic-guards.md, "Resources of one statement").
+   */
+  workMemKb?: number;
+  /**
+   * PostgreSQL's `temp_file_limit` of the statement, in kilobytes (`svc.analytic.temp-file-limit`), or
+   * none where the application role may not set it (src/db/roles.ts, tempFileLimitCheck): the server's
+   * own limit then holds alone. A lower limit of the server's holds too.
+   */
+  tempFileLimitKb?: number;
 }
+
+/** PostgreSQL's own default work_mem (4MB), set explicitly so that a server configured with a larger one does not multiply it. */
+export const DEFAULT_WORK_MEM_KB = 4096;
 
 export interface RunResult {
   rows: Record<string, unknown>[];
@@ -51,6 +66,27 @@ const REFUSALS: Record<string, (timeoutMs: number) => string> = {
  * failure and is thrown.
  */
 const QUERY_FAILURE = /^((0A|21|22|2F|38|39|42|54)[0-9A-Z]{3}|53400)$/;
+
+/** PostgreSQL's SQLSTATE for a limit of the configuration exceeded (`temp_file_limit`'s). */
+const CONFIGURATION_LIMIT_EXCEEDED = '53400';
+
+/**
+ * The refusal of a statement stopped by temp_file_limit, naming the limit PostgreSQL applied (its message says
+ * `temporary file size exceeds "temp_file_limit" (1048576kB)`), or undefined for another error.
+ */
+function tempFilesRefusal(code: unknown, message: string): string | undefined {
+  if (code !== CONFIGURATION_LIMIT_EXCEEDED || !/temp_file_limit/.test(message)) return undefined;
+  const kb = /\((\d+)kB\)/.exec(message)?.[1];
+  const limit = kb === undefined ? 'the limit' : memoryText(Number(kb));
+  return `The query needed more than ${limit} of temporary files in the database (temp_file_limit, svc.analytic.temp-file-limit) and was stopped: ask for fewer rows, or sort and join fewer of them.`;
+}
+
+/** Kilobytes as PostgreSQL writes memory, in the largest unit that divides them (1048576 → `1GB`). */
+function memoryText(kb: number): string {
+  if (kb > 0 && kb % (1024 * 1024) === 0) return `${kb / (1024 * 1024)}GB`;
+  if (kb > 0 && kb % 1024 === 0) return `${kb / 1024}MB`;
+  return `${kb}kB`;
+}
 
 /**
  * The read-only transaction has nothing to audit atomically with (it cannot write), and the
@@ -84,8 +120,12 @@ let loaded: Promise<void> | undefined;
  * itself (QUERY_FAILURE) becomes an AnalyticRefusal of guard 5; any other error is thrown as it is.
  */
 export async function runReadOnly(db: Database, tenantId: number, sql: string, options: RunOptions): Promise<RunResult> {
-  const { timeoutMs, maxRows, maxBytes, signal } = options;
+  const { timeoutMs, maxRows, maxBytes, signal, workMemKb = DEFAULT_WORK_MEM_KB, tempFileLimitKb } = options;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) throw new Error(`timeoutMs must be a positive integer, not ${timeoutMs}`);
+  if (!Number.isSafeInteger(workMemKb) || workMemKb < 64) throw new Error(`workMemKb must be an integer of at least 64, not ${workMemKb}`);
+  if (tempFileLimitKb !== undefined && (!Number.isSafeInteger(tempFileLimitKb) || tempFileLimitKb < 0)) {
+    throw new Error(`tempFileLimitKb must be a non-negative integer, not ${tempFileLimitKb}`);
+  }
   if (!Number.isSafeInteger(maxRows) || maxRows < 0) throw new Error(`maxRows must be a non-negative integer, not ${maxRows}`);
   if (!Number.isSafeInteger(maxBytes) || maxBytes <= 0) throw new Error(`maxBytes must be a positive integer, not ${maxBytes}`);
   await oneSelect(sql);
@@ -96,8 +136,16 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
         // are the application role's, the statement the analytic role's (it may read the tenants' ext tables
         // only; row-level security on the tenant set above applies to it as to the application role).
         // The backend's pid last, in the same message: what a cancel names (cancelledOnAbort).
+        // The statement's resources (docs/analytic-guards.md, "Resources of one statement"): no parallel workers (one
+        // connection and one core, as svc.analytic.concurrency counts), work_mem and hash_mem_multiplier 1 whatever the
+        // server's, and temp_file_limit where the application role may set it (SET granted on it: the analytic role may
+        // not), never above a lower limit of the server's (in kB in pg_settings, -1 for none; least skips a null).
+        const tempFiles =
+          tempFileLimitKb === undefined
+            ? ''
+            : `select pg_catalog.set_config('temp_file_limit', least(${tempFileLimitKb}, nullif(setting::bigint, -1))::text, true) from pg_catalog.pg_settings where name = 'temp_file_limit'; `;
         const opened = (await tx.query(
-          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}; select pg_backend_pid() as pid`,
+          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local max_parallel_workers_per_gather = 0; set local work_mem = ${workMemKb}; set local hash_mem_multiplier = 1; ${tempFiles}set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}; select pg_backend_pid() as pid`,
         )) as unknown as pg.QueryResult<{ pid: number }>[];
         const pid = opened[opened.length - 1]!.rows[0]!.pid;
         let rows: Record<string, unknown>[];
@@ -114,6 +162,8 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
           if (code === ANSWER_TOO_LARGE) throw new AnalyticRefusal(5, (err as Error).message, sql);
           const refusal = typeof code === 'string' ? REFUSALS[code] : undefined;
           if (refusal) throw new AnalyticRefusal(5, refusal(timeoutMs), sql);
+          const tooMuchOnDisk = tempFilesRefusal(code, (err as Error).message);
+          if (tooMuchOnDisk) throw new AnalyticRefusal(5, tooMuchOnDisk, sql);
           if (typeof code === 'string' && QUERY_FAILURE.test(code)) {
             // PostgreSQL names the tenant's tables as they run (`ext_t7.gone`, a card older than its table's
             // removal); the user knows them as the card does (`ext.gone`).
