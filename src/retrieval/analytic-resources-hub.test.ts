@@ -1,0 +1,59 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { devClient } from '../../test/harness/api-client.js';
+import { type ChatModel, startChatModel } from '../../test/harness/chat-model.js';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { grantAnalyticExt } from '../db/roles.js';
+import type { SchemaCard } from './analytic/schema-card.js';
+
+/**
+ * `svc.analytic.temp-file-limit` from the hub's configuration to the analytic statement, through the HTTP API: a
+ * started hub (its migrations granted the application role SET on temp_file_limit: the test server's owner is a
+ * superuser), a scripted stand-in for an OpenAI-compatible chat completions server (test/harness/chat-model.ts: no
+ * language model runs here) answering one SELECT whose sort spills past the limit, over real PostgreSQL.
+ */
+
+const T = 1;
+const card: SchemaCard = { scope: 'sales', relations: [{ name: 'ext.nums', columns: [{ name: 'n', type: 'int4' }] }] };
+/** 1,000,000 distinct texts of the cross join, sorted for count(distinct): some 30 MB of temporary files, past 1MB. */
+const SQL = "select count(distinct a.n::text || '-' || b.n::text || '-' || c.n::text) as distinct_triples from ext.nums a, ext.nums b, ext.nums c";
+
+let model: ChatModel;
+let hub: TestHub;
+
+beforeAll(async () => {
+  model = await startChatModel({ script: () => `\`\`\`sql\n${SQL}\n\`\`\`` });
+  hub = await startTestHub({ 'svc.llm.base-url': model.url, 'svc.llm.model': 'stand-in', 'svc.analytic.temp-file-limit': '1MB', 'svc.analytic.statement-timeout': '30s' });
+  const owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+  try {
+    await owner.query(`create schema if not exists ext_t${T}`);
+    await owner.query(`create table ext_t${T}.nums (tenant_id bigint not null, n int4 not null)`);
+    await owner.query(`alter table ext_t${T}.nums enable row level security`);
+    await owner.query(`create policy tenant_isolation on ext_t${T}.nums using (tenant_id = core.current_tenant())`);
+    await owner.query(`insert into ext_t${T}.nums select ${T}, i from generate_series(1, 100) i`);
+    const role = (name: string) => hub.config.string(`svc.datasource.${name}-role`);
+    await grantAnalyticExt(owner, `ext_t${T}`, { app: role('app'), worker: role('worker'), analytic: role('analytic') });
+    await owner.query(`insert into retrieval.schema_cards (tenant_id, scope, source_type, card) values ($1, 'sales', 'discovered', $2)`, [T, card]);
+  } finally {
+    await owner.end();
+  }
+}, 120_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await model?.close();
+});
+
+describe('svc.analytic.temp-file-limit through the API', () => {
+  it('answers a query past the limit with the analytic refusal naming it (HTTP 200, not a 500)', async () => {
+    const res = await devClient(hub.url, T).post('/api/platform/rag/chat', { question: 'How many distinct triples?', mode: 'analytic', scope: 'sales' });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      answer:
+        'Refused (guard 5): The query needed more than 1MB of temporary files in the database (temp_file_limit, svc.analytic.temp-file-limit) and was stopped: ask for fewer rows, or sort and join fewer of them.',
+      rowCount: 0,
+      rows: [],
+    });
+  }, 60_000);
+});
