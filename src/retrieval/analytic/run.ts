@@ -40,6 +40,9 @@ export interface RunOptions {
   tempFileLimitKb?: number;
 }
 
+/** hash_mem_multiplier 1 for the transaction: a hash holds work_mem, not twice it (PostgreSQL 13 and later have the setting; before, a hash held work_mem). */
+const HASH_MEM_ONCE = "select pg_catalog.set_config(name, '1', true) from pg_catalog.pg_settings where name = 'hash_mem_multiplier'; ";
+
 /** PostgreSQL's own default work_mem (4MB), set explicitly so that a server configured with a larger one does not multiply it. */
 export const DEFAULT_WORK_MEM_KB = 4096;
 
@@ -145,7 +148,7 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
             ? ''
             : `select pg_catalog.set_config('temp_file_limit', least(${tempFileLimitKb}, nullif(setting::bigint, -1))::text, true) from pg_catalog.pg_settings where name = 'temp_file_limit'; `;
         const opened = (await tx.query(
-          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local max_parallel_workers_per_gather = 0; set local work_mem = ${workMemKb}; set local hash_mem_multiplier = 1; ${tempFiles}set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}; select pg_backend_pid() as pid`,
+          `set transaction read only; set local statement_timeout = ${timeoutMs}; set local max_parallel_workers_per_gather = 0; set local work_mem = ${workMemKb}; ${HASH_MEM_ONCE}${tempFiles}set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}; select pg_backend_pid() as pid`,
         )) as unknown as pg.QueryResult<{ pid: number }>[];
         const pid = opened[opened.length - 1]!.rows[0]!.pid;
         let rows: Record<string, unknown>[];
