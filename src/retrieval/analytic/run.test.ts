@@ -172,7 +172,9 @@ describe('runReadOnly', () => {
       if (!guarded.ok) return;
       const started = performance.now();
       expect((await runReadOnly(t.db, 7, guarded.sql, { ...options, timeoutMs: 10_000 })).rowCount).toBeGreaterThan(0);
-      expect(performance.now() - started).toBeLessThan(3000);
+      // Within the default statement timeout (svc.analytic.statement-timeout, 5 s), which a plan past these bounds
+      // outlasted uncut; alone about 1 s each here, 3.3 s under a load of 20 on two cores.
+      expect(performance.now() - started).toBeLessThan(5000);
     }
   });
 
