@@ -67,7 +67,11 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     baseDelayMs: config.duration('svc.connectors.retry.base-delay'),
     maxDelayMs: config.duration('svc.connectors.retry.max-delay'),
   };
-  const timeouts = { headersMs: config.duration('svc.connectors.http.headers-timeout'), bodyMs: config.duration('svc.connectors.http.body-timeout') };
+  const timeouts = {
+    headersMs: config.duration('svc.connectors.http.headers-timeout'),
+    bodyMs: config.duration('svc.connectors.http.body-timeout'),
+    responseMs: config.duration('svc.connectors.http.response-timeout'),
+  };
   const sources: CredentialSources = credentialSources(config, deps.secrets);
   const egress = deps.egress ?? egressPolicy(config);
   const dispatcher = egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS });

@@ -24,6 +24,9 @@ export function describeNetworkError(err: unknown, context: NetworkErrorContext 
       return `timeout: no response${within(context.timeoutMs)}`;
     case 'UND_ERR_BODY_TIMEOUT':
       return `timeout: the response body stalled${context.timeoutMs === undefined ? '' : ` for ${context.timeoutMs} ms`}`;
+    case 'SVC_RESPONSE_TIMEOUT':
+      // The connector engine's whole-answer time limit; its message names it.
+      return String(e.message);
     case 'UND_ERR_SOCKET':
       // undici drops the connection itself on these (its SocketError, as for a close): the other side did not close it.
       if (e.message === 'bad response') return 'bad response: an interim 100 Continue answer the request did not ask for (no Expect: 100-continue was sent); the connection was dropped';

@@ -270,6 +270,8 @@ const NETWORK_CODES = new Set([
   'UND_ERR_CONNECT_TIMEOUT',
   'UND_ERR_HEADERS_TIMEOUT',
   'UND_ERR_BODY_TIMEOUT',
+  // An attempt that ran past svc.connectors.http.response-timeout as a whole (engine/http.ts ResponseTimeoutError).
+  'SVC_RESPONSE_TIMEOUT',
   // An answer that is not HTTP/1.1 as undici reads it: headers past its limit, a body shorter or
   // longer than its Content-Length (a body cut off mid-read); the parser's own below (HTTPParserError,
   // which carries no code: `Response does not match the HTTP/1.1 protocol (Invalid response status)`).

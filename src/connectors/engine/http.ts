@@ -33,8 +33,13 @@ export interface ExchangeOptions {
   policy: RetryPolicy;
   signal?: AbortSignal;
   dispatcher?: Dispatcher;
-  /** How long the response headers may take, and the longest silence within a body (undici's defaults, 300 s, when absent). */
-  timeouts?: { headersMs: number; bodyMs: number };
+  /**
+   * How long the response headers may take, and the longest silence within a body (undici's defaults,
+   * 300 s, when absent); responseMs: the longest one attempt may take as a whole, from sending the
+   * request to the last byte of its body (none when absent), so a body trickling in without ever
+   * going silent for bodyMs is cut off too.
+   */
+  timeouts?: ExchangeTimeouts;
   /** Largest page body read (default 64 MiB). */
   maxPageBytes?: number;
   onRetry?: (event: RetryEvent) => void;
@@ -48,6 +53,20 @@ export interface ExchangeOptions {
    * Fault on HTTP 500 is an answer, not a transient error. Without it, retried statuses are retried.
    */
   isFinal?: (status: number, text: string) => boolean;
+}
+
+export interface ExchangeTimeouts {
+  headersMs: number;
+  bodyMs: number;
+  responseMs?: number;
+}
+
+/** An attempt cut off by timeouts.responseMs: a network error (retried per policy), worded by describeNetworkError. */
+export class ResponseTimeoutError extends Error {
+  readonly code = 'SVC_RESPONSE_TIMEOUT';
+  constructor(readonly timeoutMs: number) {
+    super(`timeout: the answer took longer than ${timeoutMs} ms as a whole (svc.connectors.http.response-timeout)`);
+  }
 }
 
 export const MAX_PAGE_BYTES = 64 * 1024 * 1024;
@@ -66,11 +85,14 @@ const ERROR_BODY_BYTES = 64 * 1024;
 export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promise<Exchange> {
   const attempts = Math.max(1, Math.floor(o.policy.attempts));
   const cancelled = () => o.signal?.aborted === true;
+  /** The attempt in flight ran past timeouts.responseMs (its request and body were aborted). */
+  let timedOut: ResponseTimeoutError | undefined;
   const guard = async <T>(work: Promise<T>): Promise<T> => {
     try {
       return await work;
     } catch (err) {
       if (cancelled()) throw new CancelledError();
+      if (timedOut) throw timedOut;
       throw err;
     }
   };
@@ -84,80 +106,95 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
   for (let attempt = 1; ; attempt++) {
     if (cancelled()) throw new CancelledError();
     await guard(o.limiter.take(o.signal));
-    let res: Dispatcher.ResponseData;
+    // The whole attempt's time limit: from here (the token taken) to the last byte of the body read.
+    timedOut = undefined;
+    const responseMs = o.timeouts?.responseMs;
+    const limit = responseMs === undefined ? undefined : new AbortController();
+    const timer =
+      limit &&
+      setTimeout(() => {
+        timedOut = new ResponseTimeoutError(responseMs!);
+        limit.abort(timedOut);
+      }, responseMs);
+    const signal = limit ? (o.signal ? AbortSignal.any([o.signal, limit.signal]) : limit.signal) : o.signal;
     try {
-      res = await guard(
-        request(req.url, {
-          method: req.method,
-          headers: req.headers,
-          body: req.body,
-          dispatcher: o.dispatcher,
-          signal: o.signal,
-          ...(o.timeouts ? { headersTimeout: o.timeouts.headersMs, bodyTimeout: o.timeouts.bodyMs } : {}),
-        }),
-      );
-    } catch (err) {
-      if (isEgressDenied(err)) throw new DestinationRefusedError(err);
-      if ((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') throw new RequestInvalidError(`${(err as Error).message}; a header value holds a line break or a character beyond Latin-1, perhaps from a stored secret: fix the secret or the manifest`);
-      if (!isNetworkError(err)) throw err;
-      if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
-      await retryAfter({ attempt, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
-      continue;
-    }
-
-    const status = res.statusCode;
-    const headers = res.headers as ResponseHeaders;
-    if (status >= 200 && status < 300) {
-      const encoding = compressedWith(status, headers);
-      if (encoding !== undefined) {
-        await res.body.dump().catch(() => undefined);
-        const asked = Object.keys(req.headers).some((name) => name.toLowerCase() === 'accept-encoding');
-        throw new UnreadableResponseError(
-          `upstream answered HTTP ${status} with a ${encoding}-compressed body (Content-Encoding: ${encoding}), which the hub ${asked ? 'does not decode: remove the Accept-Encoding header the connector declares' : 'did not ask for and does not decode'}`,
-          status,
-        );
-      }
+      let res: Dispatcher.ResponseData;
       try {
-        const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES, charsetOf(headers)));
-        // An empty 2xx other than 204 or 205 is a page lost on the way (a proxy hiccup), not a page of no records.
-        if (!NO_CONTENT.has(status) && text.trim() === '') {
-          if (attempt >= attempts) {
-            throw new UnreadableResponseError(
-              `upstream answered HTTP ${status} with an empty body (content-type ${contentType(headers)}) after ${attempt} attempt(s): only HTTP 204 or 205 may answer no content, so the page is unreadable rather than empty`,
-              status,
-            );
-          }
-          await retryAfter({ attempt, status, error: 'empty body', delayMs: backoffDelay(o.policy, attempt) });
-          continue;
-        }
-        const body = await (o.parse ?? parseJson)(text, status, headers);
-        return { ok: true, status, headers, body, attempts: attempt };
+        res = await guard(
+          request(req.url, {
+            method: req.method,
+            headers: req.headers,
+            body: req.body,
+            dispatcher: o.dispatcher,
+            signal,
+            ...(o.timeouts ? { headersTimeout: o.timeouts.headersMs, bodyTimeout: o.timeouts.bodyMs } : {}),
+          }),
+        );
       } catch (err) {
+        if (isEgressDenied(err)) throw new DestinationRefusedError(err);
+        if ((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') throw new RequestInvalidError(`${(err as Error).message}; a header value holds a line break or a character beyond Latin-1, perhaps from a stored secret: fix the secret or the manifest`);
         if (!isNetworkError(err)) throw err;
         if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
-        await retryAfter({ attempt, status, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
+        await retryAfter({ attempt, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
         continue;
       }
-    }
-    if (TRANSIENT_STATUSES.has(status) && attempt < attempts && o.isFinal) {
+
+      const status = res.statusCode;
+      const headers = res.headers as ResponseHeaders;
+      if (status >= 200 && status < 300) {
+        const encoding = compressedWith(status, headers);
+        if (encoding !== undefined) {
+          await res.body.dump().catch(() => undefined);
+          const asked = Object.keys(req.headers).some((name) => name.toLowerCase() === 'accept-encoding');
+          throw new UnreadableResponseError(
+            `upstream answered HTTP ${status} with a ${encoding}-compressed body (Content-Encoding: ${encoding}), which the hub ${asked ? 'does not decode: remove the Accept-Encoding header the connector declares' : 'did not ask for and does not decode'}`,
+            status,
+          );
+        }
+        try {
+          const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES, charsetOf(headers)));
+          // An empty 2xx other than 204 or 205 is a page lost on the way (a proxy hiccup), not a page of no records.
+          if (!NO_CONTENT.has(status) && text.trim() === '') {
+            if (attempt >= attempts) {
+              throw new UnreadableResponseError(
+                `upstream answered HTTP ${status} with an empty body (content-type ${contentType(headers)}) after ${attempt} attempt(s): only HTTP 204 or 205 may answer no content, so the page is unreadable rather than empty`,
+                status,
+              );
+            }
+            await retryAfter({ attempt, status, error: 'empty body', delayMs: backoffDelay(o.policy, attempt) });
+            continue;
+          }
+          const body = await (o.parse ?? parseJson)(text, status, headers);
+          return { ok: true, status, headers, body, attempts: attempt };
+        } catch (err) {
+          if (!isNetworkError(err)) throw err;
+          if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
+          await retryAfter({ attempt, status, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
+          continue;
+        }
+      }
+      if (TRANSIENT_STATUSES.has(status) && attempt < attempts && o.isFinal) {
+        const text = await guard(errorText(res.body, status, headers, ERROR_BODY_BYTES)).catch((err) => {
+          if (err instanceof CancelledError) throw err;
+          return '';
+        });
+        if (o.isFinal(status, text)) return { ok: false, status, headers, text, attempts: attempt };
+        await retryAfter({ attempt, status, delayMs: backoffDelay(o.policy, attempt, headers['retry-after']) });
+        continue;
+      }
+      if (TRANSIENT_STATUSES.has(status) && attempt < attempts) {
+        await res.body.dump().catch(() => undefined);
+        await retryAfter({ attempt, status, delayMs: backoffDelay(o.policy, attempt, headers['retry-after']) });
+        continue;
+      }
       const text = await guard(errorText(res.body, status, headers, ERROR_BODY_BYTES)).catch((err) => {
         if (err instanceof CancelledError) throw err;
         return '';
       });
-      if (o.isFinal(status, text)) return { ok: false, status, headers, text, attempts: attempt };
-      await retryAfter({ attempt, status, delayMs: backoffDelay(o.policy, attempt, headers['retry-after']) });
-      continue;
+      return { ok: false, status, headers, text, attempts: attempt };
+    } finally {
+      clearTimeout(timer);
     }
-    if (TRANSIENT_STATUSES.has(status) && attempt < attempts) {
-      await res.body.dump().catch(() => undefined);
-      await retryAfter({ attempt, status, delayMs: backoffDelay(o.policy, attempt, headers['retry-after']) });
-      continue;
-    }
-    const text = await guard(errorText(res.body, status, headers, ERROR_BODY_BYTES)).catch((err) => {
-      if (err instanceof CancelledError) throw err;
-      return '';
-    });
-    return { ok: false, status, headers, text, attempts: attempt };
   }
 }
 

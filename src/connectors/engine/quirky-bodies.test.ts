@@ -113,6 +113,14 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       return;
     case '/stall-headers':
       return;
+    // A body that never ends nor goes silent: a space (JSON whitespace) every 20 ms, never past the idle timeout.
+    case '/trickle': {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('[');
+      const drip = setInterval(() => res.write(' '), 20);
+      res.on('close', () => clearInterval(drip));
+      return;
+    }
     // A redirect, to an address whose query carries a signed token; a 304 is no redirect.
     case '/moved':
       res.writeHead(Number(url.searchParams.get('status') ?? 302), { location: 'https://elsewhere.example/v2/partners?sig=tok-signed-abc', 'content-type': 'text/plain' });
@@ -320,6 +328,19 @@ describe('a stalled source (probe 31 M7)', () => {
     expect(hits.get('/stall?')).toBe(3);
     expect(Date.now() - started).toBeLessThan(10_000); // relative to undici's 300 s default
   });
+
+  it('a body trickling in without end (slowloris) is cut off once the whole answer takes longer than the response timeout, retried, then fails naming it', async () => {
+    const retries: RetryEvent[] = [];
+    const started = Date.now();
+    const slow = { ...timeouts, responseMs: 400 };
+    const result = await readAll(connectorSpec(base), endpointSpec('/trickle', none), engineContext({}, { timeouts: slow, retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 20 }, onRetry: (e) => retries.push(e) }));
+    expect(result.error?.message).toBe('upstream could not be reached after 2 attempt(s): timeout: the answer took longer than 400 ms as a whole (svc.connectors.http.response-timeout)');
+    expect(retries.map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 200, 'SVC_RESPONSE_TIMEOUT']]);
+    expect(hits.get('/trickle?')).toBe(2);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    const report = await firstPage(connectorSpec(base), endpointSpec('/trickle', none), engineContext({}, { timeouts: slow }));
+    expect(report).toMatchObject({ status: 0, items: [], verdict: 'upstream could not be reached after 1 attempt(s): timeout: the answer took longer than 400 ms as a whole (svc.connectors.http.response-timeout)' });
+  }, 20_000);
 
   it('no headers at all: the headers timeout, retried likewise; the pre-flight names it after one attempt', async () => {
     const result = await readAll(connectorSpec(base), endpointSpec('/stall-headers', none), engineContext({}, { timeouts, retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 20 } }));

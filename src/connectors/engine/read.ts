@@ -19,7 +19,7 @@ import {
   UnreadableResponseError,
   UpstreamHttpError,
 } from './errors.js';
-import { type Exchange, exchange, type ExchangeOptions, type RetryEvent } from './http.js';
+import { type Exchange, exchange, type ExchangeOptions, type ExchangeTimeouts, type RetryEvent } from './http.js';
 import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation, removeQueryParameter } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
@@ -53,10 +53,11 @@ export interface EngineContext {
   /** Default 10000. */
   maxPages?: number;
   /**
-   * Headers timeout and body (idle) timeout of each request (svc.connectors.http.headers-timeout,
-   * svc.connectors.http.body-timeout); a timeout is a network error, retried per policy.
+   * Headers timeout, body (idle) timeout and whole-answer timeout of each request
+   * (svc.connectors.http.headers-timeout, svc.connectors.http.body-timeout,
+   * svc.connectors.http.response-timeout); a timeout is a network error, retried per policy.
    */
-  timeouts?: { headersMs: number; bodyMs: number };
+  timeouts?: ExchangeTimeouts;
   /** What requests go through: the outbound address policy's agent (src/egress); tests may omit it. */
   dispatcher?: Dispatcher;
   /** Called before each retry wait (logs, metrics, tests). */
