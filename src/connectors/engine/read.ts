@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Dispatcher } from 'undici';
 import { unsentHeaders } from '../auth/headers.js';
 import { resolveAuth } from '../auth/index.js';
@@ -15,6 +16,7 @@ import {
   GraphQLErrorsError,
   GraphQLMalformedError,
   PageCapError,
+  PaginationError,
   StalePositionError,
   UnreadableResponseError,
   UpstreamHttpError,
@@ -128,6 +130,8 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
   let returned = resume?.returned ?? 0;
   let declared: number | undefined = resume?.declared;
   let totalChanged = resume?.totalChanged ?? false;
+  /** The fingerprint of the page before (samePageAs), to catch a source answering the same records again. */
+  let before: string | undefined;
 
   while (position) {
     if (ctx.signal?.aborted) throw new CancelledError();
@@ -148,6 +152,7 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
     if (endpoint.soap) checkSoapAnswer(answer.status, answer.body, plan.auth);
 
     const items = strategy.items(answer.body);
+    const fingerprint = pageFingerprint(items);
     number += 1;
     returned += items.length;
     const total = strategy.hasTotalPath ? strategy.declaredTotal(answer.body) : undefined;
@@ -163,6 +168,13 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
     } catch (err) {
       deferred = err;
     }
+    // The same records as the page before, at a position that moved on: the source ignores the
+    // position (an offset or page parameter it does not know) or repeats its last page past the end.
+    // Reading on would only loop to the page budget (or, with a declared total, end short of it as
+    // if complete), so the read fails here without handing the page over. A strategy's own guard
+    // (a cursor or link that came back) names the fault first.
+    if (deferred === undefined && fingerprint !== undefined && fingerprint === before) throw new PaginationError(samePageMessage(req.position, items.length));
+    before = fingerprint;
     const page: Page = { number, items };
     if (total !== undefined) page.declaredTotal = total;
     yield page;
@@ -178,6 +190,28 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
   }
 
   if (checkTotal && !totalChanged && declared !== undefined && declared !== returned) throw new DeclaredTotalMismatchError(declared, returned);
+}
+
+/**
+ * What tells a page from the one before it: its record count and its first, middle and last records
+ * (as JSON, hashed), undefined for an empty page (an empty page ends every strategy's read) or one
+ * whose sampled records do not serialise (nested past the stack; the row writer dead-letters them).
+ * Three records, not all: a page of distinct records that shares them with the page before is no
+ * page of a source that moved on, and the cost per page stays that of three small JSON texts.
+ */
+function pageFingerprint(items: unknown[]): string | undefined {
+  if (items.length === 0) return undefined;
+  try {
+    const sample = [items[0], items[items.length >> 1], items[items.length - 1]];
+    return createHash('sha256').update(`${items.length}:${jsonText(sample)}`).digest('base64');
+  } catch {
+    return undefined;
+  }
+}
+
+/** The message of a page answering the same records as the page before it. */
+export function samePageMessage(position: string, records: number): string {
+  return `pagination did not advance: the source answered ${position} with the same ${records} record(s) as the page before it (it ignores the position asked for, or repeats a page past its end); the read stopped there, the pages before it are kept`;
 }
 
 /** A next link without the auth query parameters (composeRequest sets them on every request): a stored position never holds a credential. */

@@ -106,6 +106,14 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       const size = Math.min(Number(url.searchParams.get('size')), 3);
       return { body: { data: range(7).slice((page - 1) * size, page * size).map((id) => ({ id })), total: 7 } };
     }
+    case '/offset-ignored':
+      // A source that knows no offset parameter: the same three records whatever is asked.
+      return { body: { data: range(3).map((id) => ({ id })) } };
+    case '/page-clamped': {
+      // Seven records two a page (pages from 1); a page past the last answers the last page again, as some sources clamp it.
+      const page = Math.min(Number(url.searchParams.get('page')), 4);
+      return { body: { data: range(7).slice((page - 1) * 2, page * 2).map((id) => ({ id })) } };
+    }
     case '/next-number':
       // A link_path that holds no URL (a page number) but is not the end either.
       return { body: { results: rowsAt(at), next: url.searchParams.has('false') ? false : at === '' ? 2 : null } };
@@ -343,6 +351,21 @@ describe('a source that cycles through positions fails fast instead of looping t
     expect(result.error?.message).toMatch(message);
     expect(result.pages).toHaveLength(3);
     expect(hitsOf(path) - before).toBe(3);
+  });
+
+  it.each([
+    ['offset, a source ignoring offset_param', '/offset-ignored', () => endpointSpec('/offset-ignored', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }), 'offset 3', 3, 1],
+    ['page, a source repeating its last page past the end', '/page-clamped', () => endpointSpec('/page-clamped', { kind: 'page', page_param: 'page', size_param: 'size', size: 2, start_page: 1, response_path: '$.data' }), 'page 5', 1, 4],
+  ])('%s: the same records again fail the read on the repeated page, not at the page cap', async (_kind, path, endpoint, position, records, pages) => {
+    const before = hitsOf(path);
+    const result = await readAll(connectorSpec(brokenUrl), endpoint(), ctx());
+    expect(result.error).toBeInstanceOf(PaginationError);
+    expect(result.error?.message).toBe(
+      `pagination did not advance: the source answered ${position} with the same ${records} record(s) as the page before it (it ignores the position asked for, or repeats a page past its end); the read stopped there, the pages before it are kept`,
+    );
+    // The repeated page is not handed over: its records are those of the page before.
+    expect(result.pages).toHaveLength(pages);
+    expect(hitsOf(path) - before).toBe(pages + 1);
   });
 
   it('remembers long positions by their digest: a long cursor that comes back is still caught', () => {
