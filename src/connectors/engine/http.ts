@@ -7,7 +7,7 @@ import { isEgressDenied } from '../../egress/policy.js';
 import { CancelledError, DestinationRefusedError, isNetworkError, quote, RequestInvalidError, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
-import { parseJsonExact } from './exact-json.js';
+import { hasMoreContainers, parseJsonExact } from './exact-json.js';
 import { firstUndecodable } from '../../validation/undecodable.js';
 
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
@@ -251,9 +251,28 @@ export function charsetOf(headers: ResponseHeaders): string | undefined {
 /** The statuses that answer no content by definition: 204 No Content, 205 Reset Content. */
 const NO_CONTENT = new Set([204, 205]);
 
-/** A 2xx body as JSON; a 204's or 205's (no content) is null, no records. */
+/**
+ * Most JSON objects and arrays one page may hold, as a SOAP page's elements are bounded
+ * (soap/xml.ts MAX_XML_ELEMENTS): a page past it is refused before it is parsed.
+ */
+export const MAX_PAGE_CONTAINERS = 1_000_000;
+
+/** Below this many characters a page cannot hold more than MAX_PAGE_CONTAINERS (each takes two): not counted. */
+const COUNT_FROM_CHARS = 2 * MAX_PAGE_CONTAINERS;
+
+/**
+ * A 2xx body as JSON; a 204's or 205's (no content) is null, no records. A page holding more than
+ * MAX_PAGE_CONTAINERS objects and arrays is refused unparsed: the byte limit alone lets 64 MiB of
+ * `{},` build 22 million objects (1.5 GB of heap, the event loop held for most of a minute).
+ */
 function parseJson(text: string, status: number, headers: ResponseHeaders): unknown {
   if (NO_CONTENT.has(status) && text.trim() === '') return null;
+  if (text.length > COUNT_FROM_CHARS && hasMoreContainers(text, MAX_PAGE_CONTAINERS)) {
+    throw new UnreadableResponseError(
+      `upstream answered HTTP ${status} with a page of more than ${MAX_PAGE_CONTAINERS.toLocaleString('en-US')} JSON objects and arrays; refusing to build it in memory (ask the source for smaller pages)`,
+      status,
+    );
+  }
   try {
     return parseJsonExact(text);
   } catch {

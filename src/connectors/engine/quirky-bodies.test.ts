@@ -50,6 +50,16 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       }
       page(res, offset, limit);
       return;
+    // A page far under the byte limit that would build millions of objects: 1,000,001 empty objects
+    // (3 MB of `{},`), or as many braces inside strings (text, nothing built).
+    case '/many-objects':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`[${'{},'.repeat(1_000_000)}{}]`);
+      return;
+    case '/braces-in-strings':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify([{ id: 'b1', text: '{['.repeat(1_000_000) }]));
+      return;
     case '/html':
       res.writeHead(200, { 'content-type': 'text/html' });
       res.end('<html><body>maintenance</body></html>');
@@ -197,6 +207,24 @@ describe('an empty 2xx body is unreadable, not a page of nothing (probe 31 H4)',
     expect(report.verdict).toBe(
       'upstream answered HTTP 200 with an empty body (content-type application/json) after 1 attempt(s): only HTTP 204 or 205 may answer no content, so the page is unreadable rather than empty',
     );
+  });
+});
+
+describe('a page of more objects and arrays than a page may build', () => {
+  const none = { kind: 'none', response_path: '$' } as const;
+
+  it('is refused before it is parsed, naming the bound, not built into millions of objects (1.5 GB of heap for 64 MiB of `{},`)', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/many-objects', none), engineContext());
+    expect(result.error).toBeInstanceOf(UnreadableResponseError);
+    expect(result.error?.message).toBe('upstream answered HTTP 200 with a page of more than 1,000,000 JSON objects and arrays; refusing to build it in memory (ask the source for smaller pages)');
+    expect(result.pages).toHaveLength(0);
+    expect(hits.get('/many-objects?')).toBe(1);
+  });
+
+  it('counts no brace inside a string', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/braces-in-strings', none), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(ids(result.items)).toEqual(['b1']);
   });
 });
 
