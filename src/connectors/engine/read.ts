@@ -347,13 +347,18 @@ function failure(answer: Extract<Exchange, { ok: false }>, req: ComposedRequest,
   return new UpstreamHttpError(answer.status, redactText(answer.text, auth), redirectLocation(answer, auth));
 }
 
-/** A GraphQL 200 must carry data and no errors (spec 3 Errors). */
+/**
+ * A GraphQL 200 must carry data and no errors (spec 3 Errors). GraphQL's `errors` is a list; one
+ * given as something else (an object, a text) beside partial data is an error all the same, not
+ * ignored: only an absent, null or empty `errors` is none.
+ */
 function checkGraphQLEnvelope(body: unknown, auth: AuthParts): void {
   const envelope = body && typeof body === 'object' && !Array.isArray(body) ? (body as { errors?: unknown; data?: unknown }) : undefined;
-  const errors = envelope?.errors;
+  const given = envelope?.errors;
+  const errors = given === undefined || given === null || Array.isArray(given) ? given : [given];
   if (Array.isArray(errors) && errors.length > 0) {
     const first = errors[0] as { message?: unknown } | undefined;
-    const message = typeof first?.message === 'string' ? first.message : jsonText(first);
+    const message = typeof first === 'string' ? first : typeof first?.message === 'string' ? first.message : jsonText(first);
     throw new GraphQLErrorsError(errors.length, redactText(message, auth));
   }
   if (envelope?.data === null || envelope?.data === undefined) throw new GraphQLMalformedError(redactText(jsonText(body) ?? String(body), auth));

@@ -84,6 +84,9 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       const limit = Number(url.searchParams.get('limit'));
       return { body: { data: range(5).slice(from - 1, from - 1 + limit).map((id) => ({ id })), total: 5 } };
     }
+    case '/relay-errors-object':
+      // Partial data beside an `errors` that is no list (GraphQL requires a list): an error all the same.
+      return { body: { data: { items: { nodes: rowsAt(''), pageInfo: { hasNextPage: false, endCursor: null } } }, errors: url.searchParams.has('text') ? 'upstream timeout: partial result' : { message: 'upstream timeout: partial result' } } };
     case '/relay-feed':
       // No hasNextPage: the last page is empty and hands back the cursor it was asked with.
       return { body: { data: { items: { nodes: after() === undefined ? rowsAt('') : [], pageInfo: { endCursor: 'c1' } } } } };
@@ -131,6 +134,14 @@ const relay = (path: string) =>
     method: 'POST',
     query: 'query($after: String) { items(after: $after) { nodes { id } pageInfo { endCursor hasNextPage } } }',
   });
+
+describe('a GraphQL errors value that is no list', () => {
+  it.each([['an object', '/relay-errors-object'], ['text', '/relay-errors-object?text=1']])('(%s) beside partial data fails the read as one error; nothing is handed over', async (_what, path) => {
+    const result = await readAll(connectorSpec(brokenUrl, { graphqlPath: path }), relay(path), engineContext());
+    expect(result.error?.message).toBe('GraphQL response carried 1 error(s); first: upstream timeout: partial result');
+    expect(result.pages).toHaveLength(0);
+  });
+});
 
 describe('every strategy reads every row exactly once', () => {
   const cases: Array<[string, Auth, () => ReturnType<typeof endpointSpec>, number]> = [
