@@ -1,0 +1,100 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { until } from '../../test/harness/until.js';
+import { getRun } from './runs/ledger.js';
+import { applyConnector } from './store.js';
+
+/**
+ * A tenant's source that misbehaves, through a hub (its configuration, runner and database): each
+ * run ends, Failed with the cause named, in bounded time, and the rows of the pages before the
+ * fault are kept. The source is a loopback server; the hub's limits are shortened.
+ */
+
+const H = { 'X-Tenant-ID': '1' };
+let hub: TestHub;
+let source: Server;
+let sourceUrl: string;
+
+beforeAll(async () => {
+  source = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    switch (url.pathname) {
+      // A body trickling in without end: a space every 20 ms, never silent for the body timeout.
+      case '/trickle': {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.write('[');
+        const drip = setInterval(() => res.write(' '), 20);
+        res.on('close', () => clearInterval(drip));
+        return;
+      }
+      // Knows no offset parameter: the same three records whatever is asked.
+      case '/same-page':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ data: [{ id: 1 }, { id: 2 }, { id: 3 }] }));
+        return;
+      default:
+        res.writeHead(404).end();
+    }
+  });
+  await new Promise<void>((resolve) => source.listen(0, '127.0.0.1', resolve));
+  sourceUrl = `http://127.0.0.1:${(source.address() as AddressInfo).port}`;
+  hub = await startTestHub({
+    'svc.connectors.http.response-timeout': '600ms',
+    'svc.connectors.http.body-timeout': '5s',
+    'svc.connectors.retry.base-delay': '10ms',
+    'svc.connectors.retry.max-delay': '20ms',
+  });
+  const manifest = (name: string, path: string, pagination: Record<string, unknown>) => ({
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name },
+    connector_type: 'rest-generic',
+    spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path, pagination, target: { table: `ext.hostile_${name.replace(/-/g, '_')}`, unique_key: '$.id' } }] },
+  });
+  await hub.services.db.withTenant(1, async (tx) => {
+    await applyConnector(tx, manifest('trickle', '/trickle', { kind: 'none', response_path: '$' }));
+    await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
+  });
+}, 120_000);
+
+afterAll(async () => {
+  await hub?.stop();
+  await new Promise((resolve) => {
+    source?.close(resolve);
+    source?.closeAllConnections();
+  });
+});
+
+async function runToEnd(name: string, timeoutMs: number) {
+  const res = await fetch(`${hub.url}/api/connectors/${name}/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+  expect(res.status).toBe(202);
+  const [{ id }] = ((await res.json()) as { runs: Array<{ id: string }> }).runs as [{ id: string }];
+  const run = await until(
+    `run ${id} to end`,
+    async () => {
+      const r = await hub.services.db.withTenant(1, (tx) => getRun(tx, id));
+      return r.status !== 'Running' && r;
+    },
+    { timeoutMs },
+  );
+  const answer = await fetch(`${hub.url}/api/platform/runs/${id}`, { headers: H });
+  expect(answer.status).toBe(200);
+  return run;
+}
+
+describe('a hostile source through the hub', () => {
+  it('a body trickling in without end: the run fails after its attempts, naming svc.connectors.http.response-timeout', async () => {
+    const run = await runToEnd('trickle', 20_000);
+    expect(run.status).toBe('Failed');
+    expect(run.errorMessage).toBe('upstream could not be reached after 5 attempt(s): timeout: the answer took longer than 600 ms as a whole (svc.connectors.http.response-timeout)');
+  }, 30_000);
+
+  it('the same page at every offset: the run fails on the second page naming it, the first page stored once', async () => {
+    const run = await runToEnd('same-page', 20_000);
+    expect(run.status).toBe('Failed');
+    expect(run.errorMessage).toMatch(/^pagination did not advance: the source answered offset 3 with the same 3 record\(s\) as the page before it/);
+    expect(run.recordsOut).toBe(3);
+  }, 30_000);
+});
