@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -5,6 +6,7 @@ import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
 import { getRun } from './runs/ledger.js';
 import { applyConnector } from './store.js';
+import { tenantTableSql } from './target/ddl.js';
 
 /**
  * A tenant's source that misbehaves, through a hub (its configuration, runner and database): each
@@ -13,6 +15,8 @@ import { applyConnector } from './store.js';
  */
 
 const H = { 'X-Tenant-ID': '1' };
+/** A key of 10,000 characters that do not compress: past what a btree index entry holds (about 2,700 bytes). */
+const LONG_KEY = randomBytes(5_000).toString('hex');
 let hub: TestHub;
 let source: Server;
 let sourceUrl: string;
@@ -33,6 +37,11 @@ beforeAll(async () => {
       case '/same-page':
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(JSON.stringify({ data: [{ id: 1 }, { id: 2 }, { id: 3 }] }));
+        return;
+      // One page of records a store cannot all take: not objects, keys null, too long to index, beyond a double.
+      case '/odd-records':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(`[1, "x", null, [1], {"id": null}, {"id": "${LONG_KEY}"}, {"id": "ok"}, {"id": 12345678901234567890}, {"id": 12345678901234567891}]`);
         return;
       default:
         res.writeHead(404).end();
@@ -55,6 +64,7 @@ beforeAll(async () => {
   });
   await hub.services.db.withTenant(1, async (tx) => {
     await applyConnector(tx, manifest('trickle', '/trickle', { kind: 'none', response_path: '$' }));
+    await applyConnector(tx, manifest('odd-records', '/odd-records', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
 }, 120_000);
@@ -89,6 +99,13 @@ describe('a hostile source through the hub', () => {
     const run = await runToEnd('trickle', 20_000);
     expect(run.status).toBe('Failed');
     expect(run.errorMessage).toBe('upstream could not be reached after 5 attempt(s): timeout: the answer took longer than 600 ms as a whole (svc.connectors.http.response-timeout)');
+  }, 30_000);
+
+  it('records that are not objects, keys null or too long: each dead-lettered, the others stored, keys beyond a double kept apart', async () => {
+    const run = await runToEnd('odd-records', 20_000);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 9, recordsOut: 3, recordsSkipped: 6, deadLetterCount: 6 });
+    const keys = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ external_id: string }>(`select external_id from ${tenantTableSql(1, 'ext.hostile_odd_records')} order by external_id`)).rows.map((r) => r.external_id));
+    expect(keys).toEqual(['12345678901234567890', '12345678901234567891', 'ok']);
   }, 30_000);
 
   it('the same page at every offset: the run fails on the second page naming it, the first page stored once', async () => {
