@@ -360,7 +360,8 @@ describe('a stalled source (probe 31 M7)', () => {
   it('a body trickling in without end (slowloris) is cut off once the whole answer takes longer than the response timeout, retried, then fails naming it', async () => {
     const retries: RetryEvent[] = [];
     const started = Date.now();
-    const slow = { ...timeouts, responseMs: 400 };
+    // Headers and body timeouts far past the drip (20 ms), so that under load only the whole-answer limit can end an attempt.
+    const slow = { headersMs: 5_000, bodyMs: 5_000, responseMs: 400 };
     const result = await readAll(connectorSpec(base), endpointSpec('/trickle', none), engineContext({}, { timeouts: slow, retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 20 }, onRetry: (e) => retries.push(e) }));
     expect(result.error?.message).toBe('upstream could not be reached after 2 attempt(s): timeout: the answer took longer than 400 ms as a whole (svc.connectors.http.response-timeout)');
     expect(retries.map((r) => [r.attempt, r.status, r.error])).toEqual([[1, 200, 'SVC_RESPONSE_TIMEOUT']]);
