@@ -191,6 +191,38 @@ describe('migrations', () => {
     }
   }, 60_000);
 
+  it('a replica waiting for another that builds an index concurrently waits without a snapshot the build waits for: both start, the file applied once', async () => {
+    const url = await createTestDatabase();
+    const dir = folder({ 'V1__t.sql': 'create table demo.t (x int);' });
+    await migrate(url, roles, [{ schema: 'demo', dir }]);
+    writeFileSync(join(dir, 'V2__t_x.sql'), '-- svc:no-transaction\ncreate index concurrently if not exists t_x on demo.t (x);\n');
+    const writer = new pg.Client({ connectionString: url });
+    await writer.connect();
+    const logs = captureLogs('info');
+    try {
+      await writer.query('begin');
+      await writer.query('insert into demo.t values (1)');
+      const first = migrate(url, roles, [{ schema: 'demo', dir }]);
+      await until('the build to wait for the open transaction', async () => {
+        const { rowCount } = await writer.query(`select 1 from pg_locks where locktype = 'virtualxid' and not granted and pid <> pg_backend_pid()`);
+        return rowCount === 1;
+      }, { timeoutMs: 30_000 });
+      const second = migrate(url, roles, [{ schema: 'demo', dir }]);
+      await until('the second replica to wait', () => logs.lines().some((l) => String(l.msg).startsWith('another process is applying the migrations')), 30_000);
+      // No statement of it waits for the lock. Was: it waited in one (pg_advisory_lock), the build waited for
+      // that statement's snapshot, and PostgreSQL failed one of the two after deadlock_timeout ('deadlock detected').
+      const waits = await writer.query(`select 1 from pg_locks where locktype = 'advisory' and not granted`);
+      expect(waits.rowCount).toBe(0);
+      await writer.query('commit');
+      expect(await Promise.all([first, second])).toEqual([1, 0]);
+      const history = await query(url, "select version from public.svc_schema_history where schema = 'demo' order by version");
+      expect(history.rows).toEqual([{ version: 1 }, { version: 2 }]);
+    } finally {
+      logs.restore();
+      await writer.end();
+    }
+  }, 60_000);
+
   it('refuses a file marked svc:no-transaction that is not one concurrent index statement', () => {
     for (const sql of ['create index t_x on demo.t (x);', 'create index concurrently if not exists a on demo.t (x); create index concurrently if not exists b on demo.t (x);', 'alter table demo.t add column y int;']) {
       const dir = folder({ 'V1__x.sql': `-- svc:no-transaction\n${sql}\n` });

@@ -97,6 +97,8 @@ const LOCK_KEY = 'svc-hub:migrations';
 export const MIGRATION_LOCK_TIMEOUT_MS = 2_000;
 /** The pause between a migration's tries after it gave way (doubling up to 30 s). */
 const MIGRATION_RETRY_MS = 1_000;
+/** The longest pause between two tries of a start waiting for another process's migrations. */
+const LOCK_POLL_MAX_MS = 500;
 const FILE = /^V(\d+)__([\w-]+)\.sql$/;
 
 export function readMigrations(sets: MigrationSet[] = MIGRATION_SETS): MigrationFile[] {
@@ -162,7 +164,14 @@ export async function migrate(
       );
       const pid = holder.rows[0]?.pid;
       logger().info(`another process is applying the migrations${pid ? ` (database session pid ${pid})` : ''}: waiting for it to finish`);
-      await client.query('select pg_advisory_lock(hashtext($1))', [LOCK_KEY]);
+      // Tried again and again, not waited for in one statement: a statement waiting holds a snapshot,
+      // and an index build `concurrently` (a `-- svc:no-transaction` file) of the holder waits for every
+      // snapshot older than its own to end, so the two waited for each other and PostgreSQL failed one
+      // ('deadlock detected': this start, or the build, left invalid). Each try ends at once.
+      for (let pause = 50; !(await client.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtext($1)) as locked', [LOCK_KEY])).rows[0]!.locked; pause = Math.min(pause * 2, LOCK_POLL_MAX_MS)) {
+        // Cut short by an interrupt: the next try then fails on the cut connection.
+        await sleep(pause, undefined, { signal: options.interrupt }).catch(() => undefined);
+      }
     }
     await client.query(HISTORY_DDL);
     if (roles) await ensureRoles(client, ownerUrl, roles);
