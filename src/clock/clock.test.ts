@@ -91,6 +91,24 @@ describe('clock runner', () => {
     expect(finished).toBe(after);
   });
 
+  it('after stop() nothing starts a job (a trigger, a wake-up) until start() again; then it runs again', async () => {
+    const clock = runner();
+    let runs = 0;
+    clock.schedule('sweep', { every: 60_000 }, async () => {
+      runs++;
+    });
+    clock.start();
+    expect(await clock.trigger('sweep')).toBe(true);
+    await clock.stop();
+    // Was: run (a sweep begun on a stopped clock, which the stop no longer waits for).
+    expect(await clock.trigger('sweep')).toBe(false);
+    expect(runs).toBe(1);
+    expect(clock.stats('sweep').runs).toBe(1);
+    clock.start();
+    expect(await clock.trigger('sweep')).toBe(true);
+    expect(runs).toBe(2);
+  });
+
   it('stop signals stopSignal before it waits, so a job that can drop its step ends at once', async () => {
     const clock = runner();
     let sawAbort = false;

@@ -40,6 +40,8 @@ interface Job {
 export class ClockRunner {
   private readonly jobs = new Map<string, Job>();
   private started = false;
+  /** stop() was called and start() not since: no job begins (a trigger, a timer, a wake-up). */
+  private stopped = false;
   private stopping = new AbortController();
 
   constructor(private readonly now: Now = Date.now) {}
@@ -57,6 +59,7 @@ export class ClockRunner {
   start(): void {
     if (this.started) return;
     this.started = true;
+    this.stopped = false;
     if (this.stopping.signal.aborted) this.stopping = new AbortController();
     for (const job of this.jobs.values()) this.arm(job);
   }
@@ -64,6 +67,9 @@ export class ClockRunner {
   /**
    * Runs a job now (a NOTIFY wake-up, a test). Follows the same rule as a tick: if the previous run
    * is still going, this one is skipped. Resolves when the run it started (or skipped) is over.
+   * After stop() (until start() again) it runs nothing and resolves false: a trigger that comes
+   * late (a NOTIFY, a leadership won, a loop's wake-up timer) does not begin a job the stop no
+   * longer waits for, on a process that closes its database. A runner never started runs it.
    */
   trigger(name: string): Promise<boolean> {
     const job = this.jobs.get(name);
@@ -91,9 +97,13 @@ export class ClockRunner {
     return this.stopping.signal;
   }
 
-  /** Stops ticking and waits for the runs in progress (signalling stopSignal first). */
+  /**
+   * Stops ticking and waits for the runs in progress (signalling stopSignal first). From then until
+   * start() no job begins, whoever triggers it.
+   */
   async stop(): Promise<void> {
     this.started = false;
+    this.stopped = true;
     this.stopping.abort(new Error('the clocks are stopping'));
     for (const job of this.jobs.values()) {
       if (job.timer) clearTimeout(job.timer);
@@ -124,6 +134,10 @@ export class ClockRunner {
   }
 
   private async tick(job: Job): Promise<boolean> {
+    if (this.stopped) {
+      logger().debug({ job: job.name }, 'clock job not run: the clocks are stopped');
+      return false;
+    }
     if (job.current) {
       job.stats.skipped++;
       logger().debug({ job: job.name }, 'clock tick skipped: the previous run is still going');
