@@ -302,6 +302,12 @@ interface Embedded {
  * still the one embedded: a chunk whose text changed meanwhile (its table or key named anew, a
  * workflow applied again) is embedded again by a later call.
  *
+ * The batch is claimed (`embed_claimed_until`, `claimMs` from now: EMBED_CLAIM_MS) by the statement
+ * that picks it, past chunks another call is claiming (`skip locked`): other processes' calls take
+ * other chunks, and each text goes to the model once. The claim is given back when the call ends
+ * (its outcome stored, or it failed, or was dropped); a process that dies mid-call leaves it to
+ * lapse. A hub of the version before ignores claims (V11__chunk_embed_claim.sql).
+ *
  * A call the model fails for the texts' sake (an HTTP error about the request, an answer it cannot
  * use, the local model failing) is split in halves, each embedded on its own, down to single texts:
  * a chunk that fails alone is set aside (`embed_attempts`, `embed_error`, `embed_retry_at`: 1 s
@@ -332,26 +338,46 @@ export async function embedPending(
   signal?: AbortSignal,
   outage?: EmbeddingOutage,
   keepLease?: () => Promise<boolean>,
+  claimMs = EMBED_CLAIM_MS,
 ): Promise<number> {
-  const { rows } = await db.crossTenantQuery<Unembedded>(
+  // The batch claimed (`embed_claimed_until`) in the statement that picks it: another process's pass
+  // skips it, and chunks locked by a claim being made elsewhere, rather than waiting for them.
+  const { rows } = await db.crossTenantQuery<Unembedded & { claimed_until: string }>(
     'retrieval-embed',
-    `select id, tenant_id, content from retrieval.chunks p
-      where embedding is null and (embed_retry_at is null or embed_retry_at <= now()) and ${OF_ACTIVE_TENANT} order by id limit $1`,
-    [batch],
+    `update retrieval.chunks c set embed_claimed_until = now() + $2::int * interval '1 millisecond'
+      where c.id in (select p.id from retrieval.chunks p
+                      where p.embedding is null and (p.embed_retry_at is null or p.embed_retry_at <= now())
+                        and (p.embed_claimed_until is null or p.embed_claimed_until < now()) and ${OF_ACTIVE_TENANT}
+                      order by p.id limit $1 for update of p skip locked)
+      returning c.id, c.tenant_id, c.content, c.embed_claimed_until::text as claimed_until`,
+    [batch, claimMs],
   );
-  if (rows.length === 0 || signal?.aborted) return 0;
+  if (rows.length === 0) return 0;
+  rows.sort((a, b) => a.id - b.id);
+  const claim = { ids: rows.map((r) => r.id), until: rows[0]!.claimed_until };
+  // A batch that ends without storing anything gives its claim back at once, for the next pass here
+  // or elsewhere (a release that fails leaves the claim to lapse).
+  const release = () => db.crossTenant('retrieval-embed', (tx) => releaseClaim(tx, claim)).catch(() => undefined);
+  if (signal?.aborted) {
+    await release();
+    return 0;
+  }
   // No transaction is open while the model works: on `signal` the batch is dropped (its chunks stay
   // pending), the model's answer, should it still come, is ignored.
   let done: Embedded | undefined;
   try {
     done = await embedSplitting(port, rows, signal, keepLease);
   } catch (err) {
+    await release();
     const failure = withoutTextsSent(err, rows.map((r) => r.content));
     if (!outage || !(failure instanceof EmbeddingUnavailable)) throw failure;
     outage.failed(failure);
     return 0;
   }
-  if (done === undefined) return 0;
+  if (done === undefined) {
+    await release();
+    return 0;
+  }
   // Vectors, not only texts refused alone (a 5xx outage splits down to single texts too): the endpoint is back.
   if (done.vectors.length) outage?.answered();
   const { vectors, refused } = done;
@@ -372,6 +398,8 @@ export async function embedPending(
         );
       }
     }
+    // The claim ends with the outcome stored (a chunk not tried by the split's end, or whose text changed, is free again).
+    await releaseClaim(tx, claim);
     if (vectors.length === 0) return 0;
     await tx.query(`select pg_advisory_xact_lock(hashtext('svc-hub:retrieval:embed'))`);
     // With pgvector (src/retrieval/pgvector.ts) the same vector is written to `vec` as well.
@@ -388,6 +416,20 @@ export async function embedPending(
     return result.rowCount ?? 0;
   });
   return stored;
+}
+
+/**
+ * How long embedPending's claim on a batch holds by default: longer than any call of the model (an
+ * OpenAI-compatible endpoint's call, retries included, ends within its connect timeout plus its
+ * timeout, 40 s by default; a failed batch's splitting adds SPLIT_BUDGET_MS and one more call), so
+ * that no other process sends the same texts while it runs. A process that dies mid-call leaves its
+ * chunks to the others this long after it claimed them.
+ */
+export const EMBED_CLAIM_MS = 5 * 60_000;
+
+/** Clears a batch's claim, only where it is still this call's (a claim that lapsed and was taken by another process is left to it). */
+async function releaseClaim(tx: Tx, claim: { ids: number[]; until: string }): Promise<void> {
+  await tx.query('update retrieval.chunks set embed_claimed_until = null where id = any($1::bigint[]) and embed_claimed_until = $2::timestamptz', [claim.ids, claim.until]);
 }
 
 /** The longest failure reason the indexer logs or stores (`embed_error`); longer ones are cut, ending in `…`. */

@@ -48,6 +48,8 @@ export interface RetrievalDeps {
    * MODEL_LEASE_MS. Longer than the indexer's cadence, or a process of the recorded model would seem gone between passes.
    */
   modelLeaseMs?: number;
+  /** How long an indexer pass's claim on a batch it embeds holds (src/retrieval/indexer.ts, embedPending; tests); default EMBED_CLAIM_MS. */
+  embedClaimMs?: number;
   /** How often, at most, an embedding outage is logged again (tests); default OUTAGE_LOG_EVERY_MS (src/retrieval/embedding/outage.ts). */
   outageLogEveryMs?: number;
   /** The time, for the outage log (tests hand in their own); default Date.now. */
@@ -368,7 +370,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     }
     while (goOn() && inTime() && (await keepLease())) {
       // One batch per thread of the model, so that they all work.
-      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal, outage, keepLease);
+      const n = await embedPending(db, embedding, deps.embedBatch * (embedding.parallelism ?? 1), pgvector, signal, outage, keepLease, deps.embedClaimMs);
       if (n === 0) break;
       embedded += n;
     }
