@@ -25,10 +25,10 @@ const D = 16;
  * `behaviour` scripts a call: answer (the default), fail as an unreachable endpoint, or never answer
  * (a process killed mid-call).
  */
-function standInModel(sent: string[], delayMs: number, behaviour: () => 'answer' | 'fail' | 'hang' = () => 'answer'): EmbeddingPort & { calls: number } {
+function standInModel(sent: string[], delayMs: number, behaviour: () => 'answer' | 'fail' | 'hang' = () => 'answer', model = 'stand-in'): EmbeddingPort & { calls: number } {
   return {
     provider: 'test',
-    model: 'stand-in',
+    model,
     dimensions: D,
     calls: 0,
     async embed(texts) {
@@ -167,5 +167,19 @@ describe('two indexer processes of one model', () => {
     );
     expect(stored.rowCount).toBe(10);
     expect(await embedded()).toBe(10);
+  });
+
+  it('a process of another model taking over gives up the replaced model\'s claims: it embeds those chunks at once', async () => {
+    await chunks(10);
+    const sent: string[] = [];
+    const old = hub(standInModel(sent, 5, () => 'hang', 'old-model'));
+    void old.indexPass();
+    while (sent.length < 10) await new Promise((r) => setTimeout(r, 5));
+    expect(await claimed()).toBe(10);
+    const newSent: string[] = [];
+    // A new process (its first check: it takes over) of another model.
+    await passes(hub(standInModel(newSent, 5, () => 'answer', 'new-model')));
+    expect(newSent).toHaveLength(10);
+    expect((await t.owner.query<{ n: number }>(`select count(*)::int as n from retrieval.chunks where model = 'test:new-model'`)).rows[0]!.n).toBe(10);
   });
 });

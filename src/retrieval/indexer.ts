@@ -551,6 +551,9 @@ export async function checkModel(db: Database, port: EmbeddingPort, first: boole
       [model, port.dimensions],
     );
     const cleared = await forgetOtherModels(tx, port);
+    // Claims of the model replaced (its processes' calls: their vectors are not stored now) are given
+    // up: this model embeds those chunks at once, not when the claims of a process gone lapse.
+    await tx.query('update retrieval.chunks set embed_claimed_until = null where embed_claimed_until is not null');
     logger().info(
       { model, dimensions: port.dimensions, previous: recorded && named(recorded.model, recorded.dimensions), chunks: cleared },
       `embedding model ${named(model, port.dimensions)} recorded in use${recorded ? ` in place of ${named(recorded.model, recorded.dimensions)}` : ''}: ${cleared} chunk(s) of other models will be embedded again`,
