@@ -111,7 +111,7 @@ describe('two indexer processes of one model', () => {
     await chunks(10);
     const sent: string[] = [];
     // The first process's model never answers its call (the process is gone: nothing releases the claim).
-    const dying = hub(standInModel(sent, 5, () => 'hang'), { embedClaimMs: 1500 });
+    const dying = hub(standInModel(sent, 5, () => 'hang'), { embedClaimMs: 3000 });
     void dying.indexPass();
     while (sent.length < 10) await new Promise((r) => setTimeout(r, 5));
     const claimedAt = Date.now();
@@ -121,8 +121,8 @@ describe('two indexer processes of one model', () => {
     // While the claim holds, the other process sends none of those texts.
     expect(await other.indexPass()).toMatchObject({ embedded: 0 });
     expect(otherSent).toEqual([]);
-    if (Date.now() - claimedAt < 1500) expect(await embedded()).toBe(0);
-    while (Date.now() - claimedAt < 1600) await new Promise((r) => setTimeout(r, 50));
+    if (Date.now() - claimedAt < 3000) expect(await embedded()).toBe(0);
+    while (Date.now() - claimedAt < 3100) await new Promise((r) => setTimeout(r, 50));
     await passes(other);
     expect(await embedded()).toBe(10);
     expect(otherSent).toHaveLength(10);
