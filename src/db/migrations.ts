@@ -170,7 +170,7 @@ export async function migrate(
       // ('deadlock detected': this start, or the build, left invalid). Each try ends at once.
       for (let pause = 50; !(await client.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtext($1)) as locked', [LOCK_KEY])).rows[0]!.locked; pause = Math.min(pause * 2, LOCK_POLL_MAX_MS)) {
         // Cut short by an interrupt: the next try then fails on the cut connection.
-        await sleep(pause, undefined, { signal: options.interrupt }).catch(() => undefined);
+        await sleep(pause, undefined, { signal: interrupt }).catch(() => undefined);
       }
     }
     await client.query(HISTORY_DDL);
