@@ -118,6 +118,12 @@ export interface RouteDecl<P extends JsonSchema | undefined = JsonSchema | undef
    * gate, before the body is read and the handler runs; /q/openapi documents the 429.
    */
   rateLimit?: RateLimitBucket;
+  /**
+   * The answer this route gives, instead of the 503 `database unavailable`, when the database cannot be
+   * reached in authentication (the tenant's and user's state) or in the handler; sets ctx itself. Only
+   * that condition: every refusal (401, 403, …) stays as it is.
+   */
+  whileDatabaseUnreachable?: (ctx: Context) => void;
 }
 
 /**

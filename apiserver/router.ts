@@ -6,7 +6,9 @@ import type { Context, Middleware } from 'koa';
 import { type Principal, satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
-import { errorStatus } from './middleware/errors.js';
+import { databaseUnreachable, errorStatus } from './middleware/errors.js';
+import { loggableMessage } from '../src/observability/database-errors.js';
+import { logger } from '../src/observability/logger.js';
 import { annotateContext } from '../src/observability/context.js';
 import type { JsonSchema, RouteDecl } from './route.js';
 import { closest } from '../src/validation/closest.js';
@@ -62,6 +64,16 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBod
         }
         if (audit) recordCall(services.audit, decl, ctx, ctx.status);
       } catch (err) {
+        if (decl.whileDatabaseUnreachable && databaseUnreachable(err)) {
+          // The route's own answer instead of the 503 (the event stream's, which a client retries).
+          // The audit records the call as the 503 it stands for (nothing left the hub), and its entry
+          // goes to the recorder's retries at once.
+          logger().warn({ err: loggableMessage(err) }, 'database unavailable');
+          ctx.state.databaseUnreachable = true;
+          decl.whileDatabaseUnreachable(ctx);
+          if (audit) recordCall(services.audit, decl, ctx, 503);
+          return;
+        }
         if (audit) recordCall(services.audit, decl, ctx, errorStatus(err));
         throw err;
       }

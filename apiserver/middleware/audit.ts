@@ -35,7 +35,8 @@ export function auditCall(services: AreaServices, decl: RouteDecl) {
       await call.finish(services.db, services.audit, status, { reachable: !isDatabaseUnavailable(err) });
       throw err;
     }
-    await call.finish(services.db, services.audit, status);
+    // A route that answers a database outage itself (the event stream) marks it: no wait for a connection.
+    await call.finish(services.db, services.audit, status, { reachable: ctx.state.databaseUnreachable !== true });
   };
 }
 

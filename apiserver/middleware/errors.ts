@@ -112,6 +112,11 @@ export function errorStatus(err: unknown): number {
   return { refused: 400, unavailable: 503, rolledBack: 503, notMigrated: 503, internal: 500 }[kind];
 }
 
+/** Whether `errorMapper` would answer `err` as the database being unreachable (its 503 `database unavailable`). */
+export function databaseUnreachable(err: unknown): boolean {
+  return errorKind(err) === 'unavailable';
+}
+
 /** Koa's own HTTP errors (malformed JSON, body too large): a 4xx whose message is the client's to see. */
 function exposedClientError(err: unknown): boolean {
   const { status, expose } = err as { status?: number; expose?: boolean };

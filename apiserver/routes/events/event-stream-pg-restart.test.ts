@@ -40,7 +40,7 @@ function source(url: string) {
 }
 
 describe('a PostgreSQL restart under open event streams', () => {
-  it('open streams stay open through it and go on after it; a stream opened meanwhile (no Last-Event-ID) is served; none loses or repeats an event', async () => {
+  it('open streams stay open through it and go on after it; a stream opened meanwhile (no Last-Event-ID) is served; one that needs the database (a resume, authentication past its cache) is told to reconnect (200, retry) and catches up after it; none loses or repeats an event', async () => {
     const port = await freePort();
     servers.push(await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port }));
     hub = await startTestHub({ 'svc.datasource.url': servers[0]!.url, 'svc.events.stream.poll-every': '100ms', 'svc.events.stream.heartbeat': '300ms' });
@@ -58,13 +58,25 @@ describe('a PostgreSQL restart under open event streams', () => {
     // hub's poller holds in memory, asking the database nothing.
     const during = source(`${running.url}/api/platform/events/stream`);
     await until('the stream opened meanwhile to be open', () => during.es.readyState === EventSource.OPEN, { timeoutMs: 10_000 });
-    // One with Last-Event-ID must read the outbox: a 503, which an EventSource takes as final
-    // (it retries a network failure or a stream that ended, never an answer other than 200).
+    // One with Last-Event-ID must read the outbox: a 200 stream that says so and ends at once, so the
+    // EventSource reconnects every 3 s (a 503 would end it for good) until the database is back.
     const resuming = source(`${running.url}/api/platform/events/stream?lastEventId=${first}`);
-    await until('the resume meanwhile to be refused', () => resuming.es.readyState === EventSource.CLOSED, { timeoutMs: 15_000 });
-    expect(resuming.log).toEqual(['open after null', 'error 503 Non-200 status code (503) state 2']);
-    // Polls and heartbeats' access checks fail meanwhile; neither ends a stream.
-    await new Promise((r) => setTimeout(r, 3_000));
+    await until('the resume meanwhile to be told to reconnect, and to reconnect', () => resuming.log.filter((l) => l.startsWith('open')).length >= 2, { timeoutMs: 15_000 });
+    expect(resuming.es.readyState).not.toBe(EventSource.CLOSED);
+    // Past the 10 s the hub caches the tenant's and user's state, authentication needs the database:
+    // on this route that is the same answer, whatever the tenant (nothing about it is revealed)…
+    await new Promise((r) => setTimeout(r, 11_000));
+    const stream = (tenant?: string) => fetch(`${running.url}/api/platform/events/stream?lastEventId=${first}`, { headers: tenant ? { 'X-Tenant-ID': tenant } : {} });
+    for (const tenant of ['1', '999']) {
+      const answer = await stream(tenant);
+      expect([answer.status, answer.headers.get('content-type'), await answer.text()]).toEqual([200, 'text/event-stream; charset=utf-8', 'retry: 3000\n: database unavailable; reconnect with Last-Event-ID\n\n']);
+    }
+    // …a caller without credentials keeps its 401, and every other route its 503.
+    expect((await stream()).status).toBe(401);
+    expect((await fetch(`${running.url}/api/platform/events`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(503);
+    // An EventSource opened now reconnects through it as well.
+    const late = source(`${running.url}/api/platform/events/stream?lastEventId=${first}`);
+    await until('the late one to reconnect', () => late.log.filter((l) => l.startsWith('open')).length >= 2, { timeoutMs: 15_000 });
     servers.push(await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port }));
     const after: number[] = [];
     await until('a write to succeed', async () => {
@@ -77,7 +89,7 @@ describe('a PostgreSQL restart under open event streams', () => {
     }, { timeoutMs: 30_000, everyMs: 500 });
     after.push(await emit(11));
     const ids = (list: number[]) => list.map(String);
-    await until('every stream to get the events written after the restart', () => [live, resumed, during].every((s) => s.received.at(-1) === String(after[1])), {
+    await until('every stream to get the events written after the restart', () => [live, resumed, during, resuming, late].every((s) => s.received.at(-1) === String(after[1])), {
       timeoutMs: 20_000,
       detail: () => JSON.stringify({ live: live.received, resumed: resumed.received, during: during.received, after }),
     });
@@ -86,6 +98,13 @@ describe('a PostgreSQL restart under open event streams', () => {
     expect(during.received).toEqual(ids(after));
     // The same connections throughout: none had to reconnect.
     for (const s of [live, resumed, during]) expect(s.log).toEqual(['open after null']);
+    // The two told to reconnect: every event after the one they named, once, in order; an error
+    // (the stream's end) before each reconnection, and never closed.
+    for (const s of [resuming, late]) {
+      expect(s.received).toEqual(ids([...before, ...after]));
+      expect(s.es.readyState).toBe(EventSource.OPEN);
+      expect(s.log.filter((l) => l.startsWith('error')).every((l) => l.endsWith('state 0'))).toBe(true);
+    }
     // Resumed after the restart from an id before the outage: the rest, once each.
     const later = source(`${running.url}/api/platform/events/stream?lastEventId=${before[0]}`);
     await until('the resume after the restart to catch up', () => later.received.length === 3, { timeoutMs: 10_000, detail: () => JSON.stringify(later.received) });

@@ -49,6 +49,12 @@ const STALL_HEARTBEATS = 4;
  */
 const STOP_CUT_MS = 1000;
 
+/**
+ * The whole answer while the database cannot be reached: the same for every caller (it says nothing
+ * of the tenant, not even whether it exists), and an EventSource reconnects after `retry`.
+ */
+export const DATABASE_UNREACHABLE = 'retry: 3000\n: database unavailable; reconnect with Last-Event-ID\n\n';
+
 export const eventStreamRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/events/stream', operationId: 'streamEvents', summary: 'Live event stream (Server-Sent Events) of the caller\'s tenant', tags: ['Events'],
@@ -68,10 +74,21 @@ export const eventStreamRoutes: RouteDecl[] = [
       },
     },
     responses: {
-      200: { description: 'text/event-stream', contentType: 'text/event-stream', schema: { type: 'string' } },
+      200: {
+        description:
+          'text/event-stream. While the database cannot be reached (when the caller\'s tenant and user state must be read, or the outbox for a resume) the answer is still a 200, the stream `retry: 3000` and `: database unavailable; reconnect with Last-Event-ID`, and it ends at once, so an EventSource reconnects (a 503 would end it for good); a refused token or caller keeps its 401 or 403.',
+        contentType: 'text/event-stream', schema: { type: 'string' } },
       400: { description: 'A Last-Event-ID (or lastEventId) that is not an event id', schema: errorBody },
       429: { description: 'The tenant has `svc.events.stream.max-per-tenant` streams open in this process already (`Retry-After: 5`)', schema: errorBody },
       ...refusals(true),
+    },
+    // A database outage, in authentication or in the handler (a resume reads the outbox): a 503 would
+    // end an EventSource for good, so the answer is a stream that ends at once and the client retries.
+    whileDatabaseUnreachable: (ctx) => {
+      ctx.status = 200;
+      ctx.set('Content-Type', 'text/event-stream; charset=utf-8');
+      ctx.set('Cache-Control', 'no-cache, no-transform');
+      ctx.body = DATABASE_UNREACHABLE;
     },
     handler: async ({ principal, services, query, ctx }) => {
       const tenantId = callerTenant(principal);
