@@ -6,6 +6,7 @@ import { HttpError } from './errors.js';
 import { reconnectDelay, type StreamEvent, tailEvents } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
+import { DATABASE_UNREACHABLE } from '../../apiserver/routes/events/event-stream.js';
 
 /**
  * `svc events tail`'s reconnections against a scripted stand-in for the hub's event stream: each
@@ -314,6 +315,29 @@ describe('events tail: reconnections', () => {
     expect(reconnectDelay(new Error('socket hang up'), 1, 3_000)?.ms).toBe(3_000);
     expect(reconnectDelay(new Error('socket hang up'), 2, 3_000)?.ms).toBe(6_000);
     expect(reconnectDelay(new Error('socket hang up'), 20, 3_000)?.ms).toBe(30_000);
+  });
+});
+
+describe('events tail: the hub\'s answer while its database is unreachable', () => {
+  it('a 200 that ends at once with the reason (the hub\'s exact answer) is reconnected after its retry, saying why, and loses nothing', async () => {
+    const down: Step = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      res.end(DATABASE_UNREACHABLE);
+    };
+    const s = await script(events(1), down, down, events(2));
+    const r = await tail(s, { stopAfter: 2 });
+    expect(r.error).toBeUndefined();
+    expect(r.ids).toEqual(['1', '2']);
+    expect(s.lastIds).toEqual(['', '1', '1', '1']);
+    expect(r.waits).toEqual([10, 3_000, 3_000]);
+    expect(r.notices).toEqual([
+      'the hub closed the stream; reconnecting in 10 ms',
+      'reconnected after event 1',
+      'the hub closed the stream (database unavailable; reconnect with Last-Event-ID); reconnecting in 3000 ms',
+      'reconnected after event 1',
+      'the hub closed the stream (database unavailable; reconnect with Last-Event-ID); reconnecting in 3000 ms',
+      'reconnected after event 1',
+    ]);
   });
 });
 

@@ -111,6 +111,8 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
       /** The hub stated its period on this connection: heartbeats are not used to infer it. */
       let stated = false;
       let silence: NodeJS.Timeout | undefined;
+      /** The hub's last comment other than its opening and heartbeats: why it ended the stream. */
+      let reason: string | undefined;
       const watch = () => {
         clearTimeout(silence);
         if (heartbeatMs === undefined) return;
@@ -129,7 +131,12 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
           stated = true;
           return;
         }
-        if (text.trim() !== 'ping' || stated) return;
+        if (text.trim() !== 'ping') {
+          // Printed: without control or format characters, and bounded.
+          reason = text.replace(/[\p{Cc}\p{Cf}]/gu, '').trim().slice(0, 200) || undefined;
+          return;
+        }
+        if (stated) return;
         const now = Date.now();
         if (lastPing !== undefined) heartbeatMs = Math.max(heartbeatMs ?? 0, now - lastPing);
         lastPing = now;
@@ -152,7 +159,8 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
         clearTimeout(silence);
       }
       if (options.signal.aborted) return;
-      options.onNotice(`the hub closed the stream; reconnecting in ${retryMs} ms`);
+      // With the hub's reason (`database unavailable; reconnect with Last-Event-ID`, `client too slow; …`).
+      options.onNotice(`the hub closed the stream${reason ? ` (${reason})` : ''}; reconnecting in ${retryMs} ms`);
     } catch (err) {
       if (options.signal.aborted) return;
       // The first connection's failure is the command's; later ones are a lost stream to resume.
