@@ -110,7 +110,19 @@ async function gate(ctx: Context, decl: RouteDecl, services: AreaServices) {
   if (decl.auth === 'public') return undefined;
   // The declared path, not ctx.path: the router also matches /API/Platform/... and the floor must hold there.
   const platform = decl.path.startsWith(PLATFORM);
-  const principal = await services.authenticator.authenticate(ctx.headers, platform, ctx.req.rawHeaders);
+  let principal: Principal | undefined;
+  try {
+    principal = await services.authenticator.authenticate(ctx.headers, platform, ctx.req.rawHeaders);
+  } catch (err) {
+    // The tenant's and user's state cannot be read: on a route that answers that itself (the event
+    // stream), a token without the route's roles is still refused as it would be with the database.
+    if (decl.whileDatabaseUnreachable && databaseUnreachable(err)) {
+      const roles = await services.authenticator.rolesWithoutDirectory(ctx.headers);
+      if (roles && platform && !roles.has('svc_integrator')) throw new MissingIntegratorRole();
+      if (roles && !satisfies({ roles }, decl.auth)) throw new Forbidden('role gate');
+    }
+    throw err;
+  }
   if (!principal) throw new AuthenticationRequired(platform);
   annotateContext({ tenantId: principal.tenantId === undefined ? undefined : String(principal.tenantId), userId: principal.userId });
   if (platform && !principal.roles.has('svc_integrator')) throw new MissingIntegratorRole();

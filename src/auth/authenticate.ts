@@ -59,6 +59,22 @@ export class Authenticator {
     return this.tokenPrincipal(claims, platformPath);
   }
 
+  /**
+   * The roles a request's credentials carry, read without the database (the token verified again, its
+   * keys cached), or undefined when there are none or they do not verify: for a gate that must still
+   * refuse a caller without a role while the tenant's and user's state cannot be read.
+   */
+  async rolesWithoutDirectory(headers: Headers): Promise<ReadonlySet<string> | undefined> {
+    if (this.options.devBypass) return new Set(ROLES);
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(single(headers.authorization) ?? '');
+    if (!match) return undefined;
+    try {
+      return new Set(realmRoles(await this.options.verifier!.verify(match[1]!)));
+    } catch {
+      return undefined;
+    }
+  }
+
   private async tokenPrincipal(claims: JWTPayload, platformPath: boolean): Promise<Principal> {
     // A signed token is still input: a claim nested deeper than a body may be, or one PostgreSQL
     // cannot store, is the caller's 400, naming it.

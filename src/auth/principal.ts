@@ -36,7 +36,7 @@ export function hasRole(principal: Principal, role: string): boolean {
  */
 export type RoleGate = ReadonlyArray<Role | ReadonlyArray<Role>>;
 
-export function satisfies(principal: Principal, gate: RoleGate): boolean {
+export function satisfies(principal: Pick<Principal, 'roles'>, gate: RoleGate): boolean {
   return gate.every((entry) => (typeof entry === 'string' ? principal.roles.has(entry) : entry.some((r) => principal.roles.has(r))));
 }
 
