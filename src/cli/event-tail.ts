@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mayPass } from '../http-status.js';
 import { HttpError } from './errors.js';
-import type { Hub } from './http.js';
+import { type Hub, seconds } from './http.js';
 
 /**
  * `svc events tail` (and the TUI's Events view): reads the hub's Server-Sent Events stream
@@ -78,10 +78,6 @@ const SILENT_HEARTBEATS = 3;
 const MIN_SILENCE_MS = 30_000;
 
 const sleeping: Wait = (ms, signal) => sleep(ms, undefined, { signal });
-
-function seconds(ms: number): string {
-  return ms % 1_000 === 0 ? `${ms / 1_000} s` : `${(ms / 1_000).toFixed(1)} s`;
-}
 
 export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> {
   const wait = options.wait ?? sleeping;

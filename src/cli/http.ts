@@ -13,7 +13,15 @@ interface CallOptions {
   /** Sent as application/json. */
   json?: unknown;
   headers?: Record<string, string>;
+  /** The longest wait for the answer's head and between its body's bytes (default: two minutes for the head, undici's for the body). */
+  timeoutMs?: number;
 }
+
+/** Said after a refused connection (nothing listening): the TUI leaves it out, its status line has no room for it. */
+export const NOT_RUNNING_HINT = '; is the hub running there? (npm start serves http://127.0.0.1:8080; svc login --url <base URL> names another)';
+
+/** The head of an answer waited for this long at most (a hub that accepts the connection and never answers). */
+const HEADERS_TIMEOUT_MS = 120_000;
 
 export interface Reply<T> {
   status: number;
@@ -75,7 +83,7 @@ export function devBypassWithoutTenant(url: string): string {
 
 export class Hub {
   /** A hub that accepts the connection and never answers is given up after two minutes (the answer's head; a stream's body has no limit). */
-  private readonly agent = new Agent({ keepAliveTimeout: 2_000, headersTimeout: 120_000 });
+  private readonly agent = new Agent({ keepAliveTimeout: 2_000, headersTimeout: HEADERS_TIMEOUT_MS });
 
   constructor(
     readonly target: Target,
@@ -90,7 +98,7 @@ export class Hub {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(options.json);
     }
-    const res = await this.send(method, route, { query: options.query, headers, body });
+    const res = await this.send(method, route, { query: options.query, headers, body, headersTimeout: options.timeoutMs, bodyTimeout: options.timeoutMs });
     if (res.statusCode >= 300) throw await this.refusal(res, route);
     const text = await res.body.text();
     const type = String(res.headers['content-type'] ?? '');
@@ -250,7 +258,12 @@ export class Hub {
       if (this.signal?.aborted) throw err;
       const cause = (err as { cause?: Error }).cause;
       // Nothing listening there: most often a hub not started, or another address than the one it serves on.
-      const refused = [(err as NodeJS.ErrnoException).code, (cause as NodeJS.ErrnoException | undefined)?.code].includes('ECONNREFUSED') ? '; is the hub running there? (npm start serves http://127.0.0.1:8080; svc login --url <base URL> names another)' : '';
+      const codes = [(err as NodeJS.ErrnoException).code, (cause as NodeJS.ErrnoException | undefined)?.code];
+      // A hub that took the connection and sends nothing (hanging, or a proxy waiting for it) is no unreachable one.
+      if (codes.includes('UND_ERR_HEADERS_TIMEOUT')) {
+        throw new CliError(`${this.target.url} took the connection but sent no answer within ${seconds(options.headersTimeout ?? HEADERS_TIMEOUT_MS)}`);
+      }
+      const refused = codes.includes('ECONNREFUSED') ? NOT_RUNNING_HINT : '';
       throw new CliError(`cannot reach ${this.target.url}: ${(err as Error).message}${cause?.message ? ` (${cause.message})` : ''}${refused}`);
     }
   }
@@ -260,6 +273,11 @@ export class Hub {
     if (this.target.devTenant) return { 'x-tenant-id': this.target.devTenant };
     return {};
   }
+}
+
+/** `10 s`, `2.5 s`: a duration as the messages say it. */
+export function seconds(ms: number): string {
+  return ms % 1_000 === 0 ? `${ms / 1_000} s` : `${(ms / 1_000).toFixed(1)} s`;
 }
 
 function header(value: string | string[] | undefined): string | undefined {

@@ -642,22 +642,22 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux): NO_
     sessions.push(session);
     return session;
   };
-  const statusRow = (screen: string) => screen.split('\n').find((l) => l.includes('cannot reach'))!;
+  const statusRow = (screen: string) => screen.split('\n').find((l) => l.includes('connection refused'))!;
 
   it('colours the error red; with NO_COLOR set no colour reaches the terminal, the selection and bold stay; TERM=dumb is refused (exit 2)', async () => {
     const coloured = tui('');
-    const normal = await coloured.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'), 15_000, true);
+    const normal = await coloured.waitFor((s) => s.includes('connection refused') && s.includes('q quit'), 15_000, true);
     expect(statusRow(normal)).toContain('\x1b[31m');
 
     const mono = tui('', { NO_COLOR: '1' });
-    const screen = await mono.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'), 15_000, true);
+    const screen = await mono.waitFor((s) => s.includes('connection refused') && s.includes('q quit'), 15_000, true);
     expect(colours(screen)).toEqual([]);
     expect(statusRow(screen)).toContain('\x1b[1m');
     expect(screen.split('\n')[0]).toContain('\x1b[1m'); // the header is bold
 
     // An empty NO_COLOR is not set (no-color.org)
     const empty = tui('', { NO_COLOR: '' });
-    expect(statusRow(await empty.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'), 15_000, true))).toContain('\x1b[31m');
+    expect(statusRow(await empty.waitFor((s) => s.includes('connection refused') && s.includes('q quit'), 15_000, true))).toContain('\x1b[31m');
 
     // (an empty line first: tmux scrolls a dead pane's first line away)
     const dumb = tui('echo; TERM=dumb ');
@@ -672,7 +672,7 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux): NO_
     // (an empty line first: tmux scrolls a dead pane's first line away)
     const session = tui('echo; ');
     const header = (screen: string) => screen.split('\n')[0]!;
-    await session.waitFor((s) => s.includes('cannot reach') && s.includes('q quit'));
+    await session.waitFor((s) => s.includes('connection refused') && s.includes('q quit'));
     // a q, a view's digit, r and newlines pasted: typed, they would quit
     session.paste('2\nr\nq\n');
     session.sendKeys('M-q', 'M-2');
@@ -684,5 +684,96 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux): NO_
     session.sendKeys('q');
     await until('svc tui to quit', () => session.ended(), { timeoutMs: 15_000, detail: () => session.capture().join('\n') });
     expect(session.capture().join('\n')).toMatch(/exit 0/);
+  });
+});
+
+/** runTui on a stand-in terminal (stdin a stream, stdout a recorder of frames) against `url`; the lines of the last frame, without their SGR codes. */
+function drive(url: string, options: { columns: number; rows: number; every: string; wait?: (ms: number) => Promise<unknown> }) {
+  let frame = '';
+  const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined });
+  const write = (text: string) => {
+    if (text.startsWith('\x1b[H')) frame = text;
+  };
+  const stdout = { isTTY: true, columns: options.columns, rows: options.rows, write, on: () => undefined, off: () => undefined };
+  const hub = new Hub({ url, token: 'tok' });
+  const controller = new AbortController();
+  const ctx = {
+    args: [],
+    opts: { every: options.every },
+    json: false,
+    io: { stdin, stdout, stderr: stdout, env: {} },
+    signal: controller.signal,
+    configFile: '',
+    hub: () => hub,
+    out: () => undefined,
+    err: () => undefined,
+  } as unknown as Ctx;
+  const running = runTui(ctx, { wait: options.wait });
+  const lines = () => frame.split('\x1b[K\r\n').map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;?]*[A-Za-z]/, ''))).join(''));
+  const statusLine = () => lines()[lines().length - 2]!;
+  const quit = async () => {
+    stdin.write('q');
+    await running;
+    controller.abort();
+    await hub.close();
+  };
+  return { lines, statusLine, quit };
+}
+
+describe('the driver: a hub that is down or hangs', () => {
+  it('a hub that takes the connection and never answers: the status line says so within 3 refresh periods (at least 10 s), the lists stay shown, marked stale', async () => {
+    let lists = 0;
+    const hanging: ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      // the first load answers; from then on (and the event stream always) the hub takes the request and never answers
+      if (!req.url!.startsWith('/api/platform/events/stream') && lists++ < 4) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end(req.url!.startsWith('/api/platform/runs') ? JSON.stringify([{ id: 'run-aaaa1111', connector: 'partner', endpoint: 'orgs', status: 'Completed' }]) : '[]');
+      }
+      hanging.push(res);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const tui = drive(url, { columns: 160, rows: 10, every: '1s' });
+    try {
+      await until('the first load', () => /^updated \d\d:\d\d:\d\d UTC/.test(tui.statusLine()), { detail: tui.statusLine });
+      const loadedAt = /updated (\d\d:\d\d:\d\d UTC)/.exec(tui.statusLine())![1]!;
+      const hungSince = Date.now();
+      await until('the refresh given up', () => tui.statusLine().includes('sent no answer'), { timeoutMs: 20_000, detail: tui.statusLine });
+      const waited = Date.now() - hungSince;
+      // listTimeout(1 s) is 10 s: the second refresh starts within a second of the first load, and is given up 10 s (undici's timer: to 11 s) later
+      expect(waited).toBeGreaterThanOrEqual(9_000);
+      expect(waited).toBeLessThan(14_000);
+      expect(tui.statusLine()).toMatch(new RegExp(`^runs, dead letters, deliveries, inbox: ${url.replace(/\./g, '\\.')} took the connection but sent no answer within 10 s *$`));
+      const body = tui.lines();
+      expect(body[1]).toBe(`stale: as loaded at ${loadedAt}; the last refresh failed (the status line says why)`.padEnd(160));
+      expect(body[2]).toMatch(/^ID +CONNECTOR\/ENDPOINT/);
+      expect(body[3]).toMatch(/^run-aaaa +partner\/orgs +Completed/);
+    } finally {
+      await tui.quit();
+      for (const res of hanging) res.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 30_000);
+
+  it('a hub that is down: at 80 columns the status line says the stream is waiting, without the plain commands\' "is the hub running there?" hint', async () => {
+    const server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const url = `http://127.0.0.1:${port}`;
+    const waits: number[] = [];
+    const tui = drive(url, { columns: 80, rows: 8, every: '500ms', wait: (ms) => {
+        waits.push(ms);
+        return new Promise(() => undefined); // never: the test looks at the line while the stream waits
+      } });
+    try {
+      await until('the stream waiting', () => waits.length === 1 && tui.statusLine().startsWith('events:'), { detail: tui.statusLine });
+      const status = tui.statusLine();
+      // a refused connection is said in two words (the header names the URL as far as the width allows): the wait fits in 80 columns
+      expect(status).toBe('events: cannot open the stream: connection refused; waiting 3 s, then reconnect…');
+    } finally {
+      await tui.quit();
+    }
   });
 });

@@ -1,7 +1,7 @@
 import { type Ctx, colourWanted, dumbTerminal } from './context.js';
 import { HttpError, UsageError } from './errors.js';
 import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
-import type { Hub } from './http.js';
+import { type Hub, NOT_RUNNING_HINT } from './http.js';
 import { KeyReader, PASTE } from './keys.js';
 import { cell, clipTo, columnsOf, padTo as pad, printable, type Row } from './output.js';
 
@@ -43,6 +43,10 @@ export interface State {
   lists: Record<ListView, Row[]>;
   /** The list views loaded at least once: until then an empty one says so, not that the hub has nothing (a hub that cannot be reached). */
   loadedOnce: Record<ListView, boolean>;
+  /** When each list view was last loaded by a refresh (ms since the epoch). */
+  loadedAt: Partial<Record<ListView, number>>;
+  /** The list views whose last refresh failed: what they show is from `loadedAt`, and they say so. */
+  stale: Partial<Record<ListView, boolean>>;
   events: StreamEvent[];
   selected: Record<View, number>;
   /** The selected item shown as JSON instead of the list (Enter; Esc closes it). */
@@ -72,6 +76,8 @@ export function initialState(title = '', now = Date.now()): State {
     view: 'runs',
     lists: { runs: [], dlq: [], deliveries: [], inbox: [] },
     loadedOnce: { runs: false, dlq: false, deliveries: false, inbox: false },
+    loadedAt: {},
+    stale: {},
     events: [],
     selected: { runs: 0, dlq: 0, deliveries: 0, inbox: 0, events: 0 },
     status: { text: 'loading…', error: false },
@@ -185,20 +191,50 @@ export function withStatus(state: State, text: string, error = false): State {
   return { ...state, status: { text, error } };
 }
 
-/** The status line's text for what a call threw: the hub's message and status, or why it was unreachable. */
-function errorStatus(what: string, err: unknown): string {
-  if (err instanceof HttpError) return `${what}: ${err.message} (HTTP ${err.status})`;
-  return `${what}: ${(err as Error)?.message ?? String(err)}`;
+/**
+ * A message as the status line says it: a refused connection to the hub (whose URL the header shows)
+ * is `connection refused`, without the plain commands' `cannot reach URL: connect ECONNREFUSED
+ * ADDRESS; is the hub running there? (npm start …)`, which on 80 to 100 columns pushed out the rest
+ * of the line (`waiting 3 s`, the lists' own errors).
+ */
+export function terse(text: string, url: string): string {
+  let out = text.split(NOT_RUNNING_HINT).join('');
+  const refused = `cannot reach ${url}: connect ECONNREFUSED `;
+  for (let at = out.indexOf(refused); at >= 0; at = out.indexOf(refused, at)) {
+    const rest = out.slice(at + refused.length);
+    out = `${out.slice(0, at)}connection refused${rest.slice(rest.search(/[\s;]|$/))}`;
+  }
+  return out;
 }
 
-/** Loads the runs, dead-letter, delivery and inbox lists; a failing call leaves its list as it was and shows the error. Never throws. */
-export async function refreshLists(hub: Hub, state: State, now = Date.now()): Promise<State> {
+/** The status line's text for what a call threw: the hub's message and status, or why it was unreachable. */
+function errorStatus(what: string, err: unknown, url: string): string {
+  if (err instanceof HttpError) return `${what}: ${err.message} (HTTP ${err.status})`;
+  return `${what}: ${terse((err as Error)?.message ?? String(err), url)}`;
+}
+
+const clock = (ms: number) => `${new Date(ms).toISOString().slice(11, 19)} UTC`;
+
+/**
+ * The longest wait for a list's answer: three refresh periods, at least 10 s, at most the two minutes
+ * of the other commands. A hub that takes the connection and never answers is said in the status line
+ * then, not after two minutes under the last `updated` time.
+ */
+export function listTimeout(everyMs: number): number {
+  return Math.min(120_000, Math.max(10_000, 3 * everyMs));
+}
+
+/**
+ * Loads the runs, dead-letter, delivery and inbox lists; a failing call leaves its list as it was,
+ * marked stale (as of its last load), and shows the error. `timeoutMs`: the longest wait for each. Never throws.
+ */
+export async function refreshLists(hub: Hub, state: State, now = Date.now(), timeoutMs?: number): Promise<State> {
   const results = await Promise.all(
     LIST_VIEWS.map(async (view) => {
       try {
-        return { view, rows: (await hub.call<Row[]>('GET', ROUTES[view](state))).body };
+        return { view, rows: (await hub.call<Row[]>('GET', ROUTES[view](state), { timeoutMs })).body };
       } catch (err) {
-        return { view, error: errorStatus('', err).slice(2) };
+        return { view, error: errorStatus('', err, state.title).slice(2) };
       }
     }),
   );
@@ -206,12 +242,16 @@ export async function refreshLists(hub: Hub, state: State, now = Date.now()): Pr
   // One entry per distinct error, naming the lists it hit (an unreachable hub is said once).
   const errors = new Map<string, string[]>();
   for (const r of results) {
-    if (r.rows) next = loaded(next, r.view, Array.isArray(r.rows) ? r.rows : []);
-    else errors.set(r.error!, [...(errors.get(r.error!) ?? []), TITLES[r.view].toLowerCase()]);
+    if (r.rows) {
+      next = loaded(next, r.view, Array.isArray(r.rows) ? r.rows : []);
+      next = { ...next, loadedAt: { ...next.loadedAt, [r.view]: now }, stale: { ...next.stale, [r.view]: false } };
+    } else {
+      errors.set(r.error!, [...(errors.get(r.error!) ?? []), TITLES[r.view].toLowerCase()]);
+      next = { ...next, stale: { ...next.stale, [r.view]: true } };
+    }
   }
-  const time = new Date(now).toISOString().slice(11, 19);
   const text = [...errors].map(([message, views]) => `${views.join(', ')}: ${message}`).join('; ');
-  return errors.size ? withStatus(next, text, true) : withStatus(next, `updated ${time} UTC`);
+  return errors.size ? withStatus(next, text, true) : withStatus(next, `updated ${clock(now)}`);
 }
 
 /** A decision acknowledged (`POST /api/inbox/{id}/ack`): its row replaced by the server's answer, or the hub's error in the status line. Never throws. */
@@ -222,7 +262,7 @@ export async function ackInbox(hub: Hub, state: State, id: string): Promise<Stat
     const rows = next.lists.inbox.map((row) => (cell(row.id) === id ? body : row));
     return withStatus(loaded(next, 'inbox', rows), `acknowledged ${id}`);
   } catch (err) {
-    return withStatus(next, errorStatus(`ack ${id}`, err), true);
+    return withStatus(next, errorStatus(`ack ${id}`, err, state.title), true);
   }
 }
 
@@ -360,18 +400,21 @@ function listBody(state: State, height: number, width: number, line: (text: stri
   const columns = COLUMNS[view];
   const notYet = view !== 'events' && !state.loadedOnce[view];
   const empty = notYet ? (state.status.error ? 'Not loaded yet (the status line says why).' : 'Loading…') : view === 'inbox' && state.unacked ? 'No unacknowledged decisions.' : EMPTY[view];
-  if (!items.length) return [line(columns.map((c) => c.header).join('  '), '1'), line(empty)];
+  // A list whose last refresh failed is still shown, under a line saying how old it is (the status line says why).
+  const at = view !== 'events' && state.stale[view] ? state.loadedAt[view] : undefined;
+  const stale = at !== undefined && height > 3 ? [line(`stale: as loaded at ${clock(at)}; the last refresh failed (the status line says why)`, '31')] : [];
+  if (!items.length) return [...stale, line(columns.map((c) => c.header).join('  '), '1'), line(empty)];
   const cells = items.map((row) => columns.map((c) => clipTo(c.value(row, state.now), c.max ?? width)));
   const widths = columns.map((c, i) => Math.max(columnsOf(c.header), ...cells.map((r) => columnsOf(r[i]!))));
   const join = (values: string[]) => values.map((v, i) => (i === values.length - 1 ? v : pad(v, widths[i]!))).join('  ');
   // A list as long as it was asked for may have more rows at the hub: its last line says so (when there is room for one).
   const cut = view !== 'events' && items.length >= LIMITS[view] && height > 2 ? `(the first ${LIMITS[view]} only; ${MORE[view]} --limit 200 shows more)` : '';
-  const visible = height - 1 - (cut ? 1 : 0);
+  const visible = height - 1 - stale.length - (cut ? 1 : 0);
   const selected = clamp(state.selected[view], items.length);
   // The window scrolls to keep the selection in the middle; on the last item (new events) it shows the bottom.
   const top = Math.max(0, Math.min(selected - Math.floor(visible / 2), items.length - visible));
   const shown = cells.slice(top, top + visible).map((r, i) => line(join(r), top + i === selected ? '7' : undefined));
-  return [line(join(columns.map((c) => c.header)), '1'), ...shown, ...(cut ? [line(cut, '2')] : [])];
+  return [...stale, line(join(columns.map((c) => c.header)), '1'), ...shown, ...(cut ? [line(cut, '2')] : [])];
 }
 
 // ---- the terminal driver ----
@@ -402,6 +445,7 @@ const CUT_OFF_MS = 300;
 export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<number> {
   // the command line is checked first: a wrong one is exit 2 with its usage, terminal or not
   const every = parseEvery((c.opts.every as string | undefined) ?? '3s');
+  const timeout = listTimeout(every);
   const stdin = c.io.stdin;
   const stdout = c.io.stdout as Partial<Terminal>;
   if (!stdin.isTTY || !stdout.isTTY || typeof stdin.setRawMode !== 'function' || typeof stdout.on !== 'function') {
@@ -468,9 +512,9 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
     loading = true;
     again = false;
     try {
-      const next = await refreshLists(hub, state);
+      const next = await refreshLists(hub, state, Date.now(), timeout);
       // keys pressed while loading are kept: only the lists, clock and status come from the load
-      state = { ...state, lists: next.lists, loadedOnce: next.loadedOnce, selected: { ...state.selected, ...pick(next.selected) }, status: next.status, now: next.now };
+      state = { ...state, lists: next.lists, loadedOnce: next.loadedOnce, loadedAt: next.loadedAt, stale: next.stale, selected: { ...state.selected, ...pick(next.selected) }, status: next.status, now: next.now };
       draw();
     } catch (err) {
       fail(err);
@@ -543,7 +587,7 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
         draw();
       }),
       onNotice: guard((text: string) => {
-        state = { ...state, streamDown: text };
+        state = { ...state, streamDown: terse(text, hub.target.url) };
         draw();
       }),
       onConnected: guard(() => {
@@ -554,7 +598,7 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
     }).catch(
       guard((err: unknown) => {
         if (stream.signal.aborted) return;
-        state = { ...state, streamDown: `${errorStatus('stopped', err)}; restart svc tui to retry` };
+        state = { ...state, streamDown: `${errorStatus('stopped', err, hub.target.url)}; restart svc tui to retry` };
         draw();
       }),
     );
