@@ -449,10 +449,14 @@ describe('login, whoami, logout', () => {
   it('takes SVC_URL and SVC_DEV_TENANT from the environment, and sends the stored credential only to its own URL', async () => {
     const viaEnv = await svc(['whoami', '--json'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' } });
     expect(JSON.parse(viaEnv.out).tenant).toMatchObject({ id: 1, code: 'default' });
-    const elsewhere = await svc(['whoami', '--json'], { env: { SVC_CLI_CONFIG: config, SVC_URL: hub.url.replace('127.0.0.1', 'localhost') } });
-    expect(JSON.parse(elsewhere.out).tenant).toBeNull(); // no X-Tenant-ID went to the other URL
-    // A route that needs the tenant says why none went: the stored login is another URL's.
     const other = hub.url.replace('127.0.0.1', 'localhost');
+    const elsewhere = await svc(['whoami', '--json'], { env: { SVC_CLI_CONFIG: config, SVC_URL: other } });
+    expect(JSON.parse(elsewhere.out).tenant).toBeNull(); // no X-Tenant-ID went to the other URL
+    // whoami answers (for no credential) and says why none went, as a 401 says it; no devBypass hint (there is a login, for another URL)
+    const why = `the stored login is for ${hub.url}, and SVC_URL names ${other}: a credential is sent only to the URL it was stored for (svc login --url ${other}, or the same spelling of the URL)`;
+    expect(elsewhere).toMatchObject({ code: 0, err: `warning: ${why}; no credential was sent\n` });
+    expect((await svc(['whoami'], { env: { SVC_CLI_CONFIG: config, SVC_URL: other } })).err).toBe(`warning: ${why}; no credential was sent\n`);
+    // A route that needs the tenant says why none went: the stored login is another URL's.
     const refused = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: config, SVC_URL: other } });
     expect(refused.code).toBe(1);
     expect(refused.err).toBe(

@@ -5,7 +5,7 @@ import { tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
-import { devBypassWithoutTenant, path, type Query, type Reply, tokenWithoutTenant } from './http.js';
+import { devBypassWithoutTenant, path, type Query, type Reply, storedForAnother, tokenWithoutTenant } from './http.js';
 import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
 import { stringify } from 'yaml';
 import { canonical } from '../manifests/canonical.js';
@@ -750,6 +750,8 @@ export const COMMANDS: Command[] = [
       show(c, body, () => detail(whoText(target, body)));
       // No credential at all there: the answer is right (no tenant), and what a newcomer gives next is a dev tenant.
       if (!target.token && !target.devTenant && !target.storedFor && body.via === 'dev-bypass' && !body.tenant) warn(c, devBypassWithoutTenant(target.url));
+      // The stored login went nowhere (SVC_URL names another URL): the answer is for no credential, which a 401 would say too.
+      if (target.storedFor) warn(c, `${storedForAnother(target)}; no credential was sent`);
       return 0;
     },
   },

@@ -81,6 +81,11 @@ export function devBypassWithoutTenant(url: string): string {
   return `${url} runs the dev bypass, and no tenant was named (no credential was sent): svc login --url ${url} --dev-tenant ID, or set SVC_DEV_TENANT=ID`;
 }
 
+/** Why no credential went to `target` (SVC_URL names another URL than the stored login's): a 401's hint, and whoami's warning. */
+export function storedForAnother(target: Target): string {
+  return `the stored login is for ${target.storedFor}, and SVC_URL names ${target.url}: a credential is sent only to the URL it was stored for (svc login --url ${target.url}, or the same spelling of the URL)`;
+}
+
 export class Hub {
   /** A hub that accepts the connection and never answers is given up after two minutes (the answer's head; a stream's body has no limit). */
   private readonly agent = new Agent({ keepAliveTimeout: 2_000, headersTimeout: HEADERS_TIMEOUT_MS });
@@ -199,9 +204,7 @@ export class Hub {
       const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
       return `${message}; this hub checks tokens (it has no dev bypass): svc login --url ${this.target.url} --token-stdin${stored}`;
     }
-    if (status === 401 && this.target.storedFor) {
-      return `${message}; the stored login is for ${this.target.storedFor}, and SVC_URL names ${this.target.url}: a credential is sent only to the URL it was stored for (svc login --url ${this.target.url}, or the same spelling of the URL)`;
-    }
+    if (status === 401 && this.target.storedFor) return `${message}; ${storedForAnother(this.target)}`;
     if (status === 401) {
       return `${message}; no credential was sent: svc login --url ${this.target.url} --token-stdin (or --dev-tenant ID), or set SVC_TOKEN (or SVC_DEV_TENANT)`;
     }
