@@ -1175,10 +1175,12 @@ export const COMMANDS: Command[] = [
   {
     name: 'exports download',
     args: ['ENTITY'],
-    flags: { output: { type: 'string', short: 'o', arg: 'FILE', help: 'write the CSV to FILE (default: stdout)' } },
+    flags: { output: { type: 'string', short: 'o', arg: 'FILE', help: 'write the CSV to FILE (default: stdout); --json needs it, and prints {entity, file, rows, bytes, sha256}' } },
     summary: 'One-shot CSV of an entity, its SHA-256 checked against the hub\'s',
     run: (c) => {
       const file = str(c, 'output');
+      // Without -o stdout is the CSV: --json, which scripts read as JSON, would print CSV (checked before anything is sent)
+      if (c.json && (file === undefined || file === '-')) throw new UsageError('--json prints the summary of a download written to a file, and needs -o FILE: without it stdout is the CSV, not JSON');
       return download(c, c.args[0]!, file === '-' ? undefined : file);
     },
   },

@@ -414,6 +414,26 @@ describe('download', () => {
     expect(JSON.parse(json.out)).toEqual({ entity: 'partner', file, rows: 5, bytes: bytes.length, sha256: sha(bytes) });
   });
 
+  it('--json without -o (or with -o -), where stdout would be the CSV, is a usage error (exit 2), before the hub is asked', async () => {
+    let asked = 0;
+    const server = createServer((_req, res) => {
+      asked++;
+      res.writeHead(500).end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const env = { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, SVC_DEV_TENANT: '1' };
+      for (const args of [['exports', 'download', 'partner', '--json'], ['--json', 'exports', 'download', 'partner', '-o', '-']]) {
+        const result = await svc(args, { env });
+        expect(result).toMatchObject({ code: 2, out: '' });
+        expect(result.err.split('\n')[0]).toBe('svc exports download: --json prints the summary of a download written to a file, and needs -o FILE: without it stdout is the CSV, not JSON');
+      }
+      expect(asked).toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it('streams to stdout without -o', async () => {
     const result = await svc(['exports', 'download', 'partner']);
     expect(result.code).toBe(0);
