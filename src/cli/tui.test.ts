@@ -435,40 +435,19 @@ describe('the driver: the event stream while it is down', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    let frame = '';
-    let last = '';
-    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined });
-    const write = (text: string) => {
-      if (text.startsWith('\x1b[H')) frame = text;
-      last = text;
-    };
-    const stdout = { isTTY: true, columns: 160, rows: 10, write, on: () => undefined, off: () => undefined };
-    const statusLine = () => {
-      const lines = frame.split('\x1b[K\r\n').map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;?]*[A-Za-z]/, ''))).join(''));
-      return lines[lines.length - 2]!;
-    };
     const waits: number[] = [];
     let release: () => void = () => undefined;
-    const hub = new Hub({ url, token: 'tok' });
-    const controller = new AbortController();
-    const ctx = {
-      args: [],
-      opts: { every: '500ms' },
-      json: false,
-      io: { stdin, stdout, stderr: stdout, env: {} },
-      signal: controller.signal,
-      configFile: '',
-      hub: () => hub,
-      out: () => undefined,
-      err: () => undefined,
-    } as unknown as Ctx;
-    const running = runTui(ctx, {
+    const tui = drive(url, {
+      columns: 160,
+      rows: 10,
+      every: '500ms',
       wait: (ms) => {
         waits.push(ms);
         // the first wait is held until the test releases it; the others pass at once
         return waits.length > 1 ? Promise.resolve() : new Promise<void>((resolve) => (release = resolve));
       },
     });
+    const statusLine = tui.statusLine;
     try {
       await until('the first wait', () => waits.length === 1, { detail: statusLine });
       expect(waits).toEqual([4_000]); // the 503's Retry-After
@@ -486,13 +465,11 @@ describe('the driver: the event stream while it is down', () => {
       await until('two more refreshes', () => lists >= refreshed + 8);
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(statusLine()).toMatch(/^events: stopped: Unauthorized; the stored token was refused \(expired\?\): svc login again \(HTTP 401\); restart svc tui to retry · /);
-      stdin.write('q');
-      await expect(running).resolves.toBe(0);
+      await expect(tui.quit()).resolves.toBe(0);
       // the terminal restored: bracketed paste (turned on at the start) off, main screen
-      expect(last).toBe('\x1b[?2004l\x1b[0m\x1b[?25h\x1b[?1049l');
+      expect(tui.last()).toBe('\x1b[?2004l\x1b[0m\x1b[?25h\x1b[?1049l');
     } finally {
-      controller.abort();
-      await hub.close();
+      await tui.quit();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
@@ -687,12 +664,17 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux): NO_
   });
 });
 
-/** runTui on a stand-in terminal (stdin a stream, stdout a recorder of frames) against `url`; the lines of the last frame, without their SGR codes. */
+/**
+ * runTui on a stand-in terminal (stdin a stream, stdout a recorder of frames) against `url`: the lines
+ * of the last frame, without their SGR codes; the last write; quit (q, then the hub closed), its exit code.
+ */
 function drive(url: string, options: { columns: number; rows: number; every: string; wait?: (ms: number) => Promise<unknown> }) {
   let frame = '';
+  let last = '';
   const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined });
   const write = (text: string) => {
     if (text.startsWith('\x1b[H')) frame = text;
+    last = text;
   };
   const stdout = { isTTY: true, columns: options.columns, rows: options.rows, write, on: () => undefined, off: () => undefined };
   const hub = new Hub({ url, token: 'tok' });
@@ -711,13 +693,20 @@ function drive(url: string, options: { columns: number; rows: number; every: str
   const running = runTui(ctx, { wait: options.wait });
   const lines = () => frame.split('\x1b[K\r\n').map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;?]*[A-Za-z]/, ''))).join(''));
   const statusLine = () => lines()[lines().length - 2]!;
-  const quit = async () => {
-    stdin.write('q');
-    await running;
-    controller.abort();
-    await hub.close();
+  let quitting: Promise<number> | undefined;
+  const quit = () => {
+    quitting ??= (async () => {
+      stdin.write('q');
+      try {
+        return await running;
+      } finally {
+        controller.abort();
+        await hub.close();
+      }
+    })();
+    return quitting;
   };
-  return { lines, statusLine, quit };
+  return { lines, statusLine, last: () => last, quit };
 }
 
 describe('the driver: a hub that is down or hangs', () => {
@@ -763,10 +752,15 @@ describe('the driver: a hub that is down or hangs', () => {
     await new Promise<void>((resolve) => server.close(() => resolve()));
     const url = `http://127.0.0.1:${port}`;
     const waits: number[] = [];
-    const tui = drive(url, { columns: 80, rows: 8, every: '500ms', wait: (ms) => {
+    const tui = drive(url, {
+      columns: 80,
+      rows: 8,
+      every: '500ms',
+      wait: (ms) => {
         waits.push(ms);
         return new Promise(() => undefined); // never: the test looks at the line while the stream waits
-      } });
+      },
+    });
     try {
       await until('the stream waiting', () => waits.length === 1 && tui.statusLine().startsWith('events:'), { detail: tui.statusLine });
       const status = tui.statusLine();
