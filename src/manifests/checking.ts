@@ -14,17 +14,57 @@ export type Json = Record<string, unknown>;
 
 export const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Errors keyed by field: the first issue on a field wins, later ones on it are dropped. */
+/**
+ * At most this many issues of one kind (errors, warnings) are listed in an answer; the rest are
+ * counted in one last entry (`cappedIssues`). A manifest of 49,000 unknown keys answered 49,000
+ * errors (4 MB), and translating each held the event loop for a second.
+ */
+export const MAX_LISTED_ISSUES = 100;
+
+/** The entry that closes a list cut at MAX_LISTED_ISSUES: how many more there were. */
+export const moreIssues = (more: number): Issue => ({ field: '', message: `… and ${more} more not listed (the first ${MAX_LISTED_ISSUES} are)` });
+
+/** `list` as an answer carries it: the first MAX_LISTED_ISSUES, then one entry counting the rest. */
+export function cappedIssues(list: readonly Issue[], unlisted = 0): Issue[] {
+  const more = Math.max(0, list.length - MAX_LISTED_ISSUES) + unlisted;
+  return more === 0 ? [...list] : [...list.slice(0, MAX_LISTED_ISSUES), moreIssues(more)];
+}
+
+/**
+ * Errors keyed by field: the first issue on a field wins, later ones on it are dropped. Past
+ * MAX_LISTED_ISSUES a schema error is only counted (`addSchemaError`), never translated: `list` ends
+ * with one entry saying how many more there were.
+ */
 export class Issues {
-  readonly list: Issue[] = [];
+  private readonly listed: Issue[] = [];
   private readonly fields = new Set<string>();
+  /** Past the cap: the distinct places (a field, or an error's JSON Pointer) of the issues not listed. */
+  private readonly unlisted = new Set<string>();
   add(field: string, message: string): void {
     if (this.fields.has(field)) return;
+    if (this.listed.length >= MAX_LISTED_ISSUES) {
+      this.unlisted.add(field);
+      return;
+    }
     this.fields.add(field);
-    this.list.push({ field, message });
+    this.listed.push({ field, message });
+  }
+  /** A schema error, translated by `translate` while the list has room, else counted by where it points. */
+  addSchemaError(e: ErrorObject, translate: (e: ErrorObject) => [string, string]): void {
+    if (this.listed.length < MAX_LISTED_ISSUES) {
+      this.add(...translate(e));
+      return;
+    }
+    const params = e.params as Record<string, unknown>;
+    const key = e.keyword === 'additionalProperties' ? params.additionalProperty : e.keyword === 'required' ? params.missingProperty : undefined;
+    this.unlisted.add(key === undefined ? e.instancePath : `${e.instancePath}/${String(key)}`);
+  }
+  /** The issues as an answer lists them (`cappedIssues`). */
+  get list(): Issue[] {
+    return this.unlisted.size ? [...this.listed, moreIssues(this.unlisted.size)] : this.listed;
   }
   get count(): number {
-    return this.list.length;
+    return this.listed.length + this.unlisted.size;
   }
 }
 
@@ -59,7 +99,7 @@ export function schemaError(e: ErrorObject, refine?: (error: ErrorObject, field:
  * misspelt key is reported before the required key it stands for), each as `translate` words it.
  */
 export function addSchemaErrors(errors: Issues, found: ErrorObject[] | null | undefined, translate: (e: ErrorObject) => [string, string] = (e) => schemaError(e)): void {
-  for (const e of unknownFieldsFirst(found)) errors.add(...translate(e));
+  for (const e of unknownFieldsFirst(found)) errors.addSchemaError(e, translate);
 }
 
 /** Each kind's JSON Schema as the structural schema its CRD carries, made once. */

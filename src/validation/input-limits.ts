@@ -176,9 +176,17 @@ function keysHeld(value: unknown): number {
   while (stack.length) {
     const v = stack.pop();
     if (typeof v !== 'object' || v === null) continue;
-    const children = Array.isArray(v) ? v : Object.values(v as Record<string, unknown>);
-    if (!Array.isArray(v)) count += children.length;
-    for (const child of children) if (typeof child === 'object' && child !== null) stack.push(child);
+    if (Array.isArray(v)) {
+      for (const child of v) if (typeof child === 'object' && child !== null) stack.push(child);
+      continue;
+    }
+    // Keys, then each value: Object.values of an object of many keys costs several times as much.
+    const keys = Object.keys(v);
+    count += keys.length;
+    for (const key of keys) {
+      const child = (v as Record<string, unknown>)[key];
+      if (typeof child === 'object' && child !== null) stack.push(child);
+    }
   }
   return count;
 }
@@ -240,9 +248,11 @@ export function depthOf(value: unknown, max = MAX_JSON_DEPTH): number {
     if ((reached.get(v) ?? 0) >= depth) continue;
     reached.set(v, depth);
     if (depth > deepest) deepest = depth;
-    for (const child of Array.isArray(v) ? v : Object.values(v as Record<string, unknown>)) {
+    const push = (child: unknown) => {
       if (typeof child === 'object' && child !== null) stack.push({ value: child, depth: depth + 1 });
-    }
+    };
+    if (Array.isArray(v)) v.forEach(push);
+    else for (const key of Object.keys(v)) push((v as Record<string, unknown>)[key]);
   }
   return deepest;
 }

@@ -8,7 +8,7 @@ import { EXT_COLUMNS, promoteColumnName, SYSTEM_COLUMNS } from '../target/ddl.js
 import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, HeaderSpec, HttpMethod, Incremental, Pagination, Promote, RateLimit, Target } from '../types.js';
 import { type EgressPolicy, unconnectablePort } from '../../egress/policy.js';
 import { type Issue, joinField } from '../../validation/schema-errors.js';
-import { compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
+import { cappedIssues, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
 import { connectorManifestSchema, PAGINATION_KINDS, SPEC_KEYS, STRATEGIES } from './schema.js';
 
@@ -121,25 +121,25 @@ export function checkManifest(given: unknown, options: CheckOptions = {}): Manif
   const errors = new Issues();
   const warnings: Issue[] = [];
   const input = manifestObject(given, errors, 'apiVersion, kind, metadata, connector_type, scopes, spec', connectorManifestSchema);
-  if (!input) return { errors: errors.list, warnings };
+  if (!input) return { errors: errors.list, warnings: cappedIssues(warnings) };
 
   refusalsBeforeSchema(input, errors);
   const check = schemaCheck();
-  if (!check(input)) for (const e of check.errors ?? []) errors.add(...translate(e));
+  if (!check(input)) for (const e of check.errors ?? []) errors.addSchemaError(e, translate);
   checkFieldPaths(input, errors);
 
   const spec = input.spec;
   if (isObject(spec)) {
     for (const key of Object.keys(spec)) if (!(SPEC_KEYS as readonly string[]).includes(key)) warnings.push({ field: `spec.${key}`, message: REFUSALS.unknownSpecKey });
   }
-  if (errors.count) return { errors: errors.list, warnings };
+  if (errors.count) return { errors: errors.list, warnings: cappedIssues(warnings) };
 
   const connector = normalise(input, errors, warnings, options.inlineCredentials === true);
-  if (errors.count || !connector) return { errors: errors.list, warnings };
+  if (errors.count || !connector) return { errors: errors.list, warnings: cappedIssues(warnings) };
   // The one address a connector's requests go to: every path, graphql_path and SOAP call is appended to it.
   const refused = baseUrlWarning(connector.baseUrl, options.egress);
   if (refused) warnings.push(refused);
-  return { errors: [], warnings, connector };
+  return { errors: [], warnings: cappedIssues(warnings), connector };
 }
 
 /** The outbound address policy's warning for a connector's base_url, or undefined (no policy, or the host admitted). */
