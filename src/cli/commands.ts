@@ -348,7 +348,7 @@ async function apply(c: Ctx): Promise<number> {
   const results = await eachDocument(c, manifests, 'applied', async (manifest, i) => {
     const { status, body } = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
     if (!c.json) c.out(`${manifest.kind.toLowerCase()}/${body.name ?? manifest.name} ${status === 201 ? 'created' : 'configured'}\n`);
-    for (const w of body.warnings ?? []) warn(c, `${manifest.source}: ${w.field}: ${w.message}`);
+    for (const w of body.warnings ?? []) warn(c, `${manifest.source}: ${issueLine(w)}`);
     return body;
   });
   // one document: its answer; two or more: an array (as when a refusal stopped them)
@@ -509,7 +509,7 @@ async function validateAll(c: Ctx, manifests: Manifest[], printValid: boolean): 
     if (c.json) continue;
     if (body.valid && printValid) c.out(`${manifest.source}: connector/${manifest.name} is valid\n`);
     if (!body.valid) c.out(`${manifest.source}: connector/${manifest.name} is not valid\n${table(body.errors, ISSUE_COLUMNS)}`);
-    for (const w of body.warnings) warn(c, `${manifest.source}: ${w.field}: ${w.message}`);
+    for (const w of body.warnings) warn(c, `${manifest.source}: ${issueLine(w)}`);
   }
   return { ok: verdicts.every((v) => v.valid), verdicts };
 }
@@ -1236,6 +1236,9 @@ export const COMMANDS: Command[] = [
 ];
 
 /** A warning on stderr: its text may quote the hub or a manifest, so it is shown, never obeyed by the terminal. */
+/** A manifest issue as a line: its field first; the entry counting the issues past the listed ones has none. */
+const issueLine = (w: { field: string; message: string }) => (w.field ? `${w.field}: ${w.message}` : w.message);
+
 function warn(c: Ctx, text: string): void {
   c.err(`warning: ${printable(text)}\n`);
 }

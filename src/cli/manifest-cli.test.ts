@@ -262,3 +262,22 @@ describe('svc diff and svc delete', () => {
     }
   });
 });
+
+describe('svc apply and svc connectors validate with more issues than an answer lists', () => {
+  it('print the first 100 warnings, then one line counting the rest (no empty field before it)', async () => {
+    const unknown = Object.fromEntries(Array.from({ length: 150 }, (_, i) => [`extra_${i}`, i]));
+    const file = join(dir, 'many-warnings.json');
+    writeFileSync(file, JSON.stringify({ ...CONNECTOR, metadata: { name: 'many-warnings' }, spec: { ...CONNECTOR.spec, headers: undefined, ...unknown } }));
+    for (const args of [['apply', '-f', file], ['connectors', 'validate', '-f', file]]) {
+      const { code, err } = await svc(args);
+      const lines = err.split('\n').filter((line) => line.startsWith('warning: '));
+      expect({ args, code, count: lines.length, first: lines[0], last: lines.at(-1) }).toEqual({
+        args,
+        code: 0,
+        count: 101,
+        first: `warning: ${file}: spec.extra_0: unknown key — ignored by the runtime`,
+        last: `warning: ${file}: … and 50 more not listed (the first 100 are)`,
+      });
+    }
+  }, 60_000);
+});
