@@ -2,7 +2,7 @@ import { type Dispatcher, request } from 'undici';
 import { describeNetworkError } from '../egress/network-error.js';
 import { unconnectablePort } from '../egress/policy.js';
 import { stringify } from 'yaml';
-import { ValidationError } from '../errors.js';
+import { PayloadTooLarge, ValidationError } from '../errors.js';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import type { YamlRead } from '../manifests/yaml-body.js';
@@ -209,6 +209,7 @@ async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, own
       if (err instanceof YamlReadStopped && err.reason !== 'closed') throw new ValidationError(`the document at ${url.href} is not JSON, and as YAML it ${err.message}`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
       throw yamlReadRefusal(err, 'point openapiUrl at the JSON form of the document');
     }
+    if (read && 'problem' in read && read.problem.tooManyNodes) throw new PayloadTooLarge(`the document at ${url.href} is not JSON, and as YAML it ${read.problem.message}`, 'point openapiUrl at the JSON form of the document (read up to 5 MiB)');
     if (read && 'problem' in read && read.problem.tooLarge) throw new ValidationError(`the document at ${url.href} is not JSON, and as YAML it reads as more than 5 MiB of JSON`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');
     if (read && 'problem' in read && read.problem.tooDeep) throw new ValidationError(`the document at ${url.href} nests deeper than ${MAX_JSON_DEPTH} levels`, 'openapiUrl');
     if (read && 'problem' in read) throw new ValidationError(`the document at ${url.href} is not JSON, and cannot be read as YAML: ${read.problem.message}`, 'openapiUrl', 'point openapiUrl at the JSON form of the document');

@@ -1,7 +1,7 @@
 import { parseDocument } from 'yaml';
 import { MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_KEYS } from '../validation/input-limits.js';
 import { keysAsKubectl, kubectlRefusal, selfContainingAlias } from './yaml.js';
-import { MAX_YAML_NODES, readManifestDocument, scanYamlTokens, yamlErrorWithoutText, yamlNestsDeeperThan } from './yaml-limits.js';
+import { MAX_YAML_DOCUMENT_NODES, MAX_YAML_NODES, readManifestDocument, scanYamlTokens, yamlErrorWithoutText } from './yaml-limits.js';
 
 /** Why a YAML body was refused: the ValidationError the route answers (message, field, hint), a 413 when `tooLarge`. */
 export interface YamlProblem {
@@ -11,6 +11,8 @@ export interface YamlProblem {
   tooLarge?: true;
   /** Nested past MAX_JSON_DEPTH. */
   tooDeep?: true;
+  /** A document (not a manifest) writing more than MAX_YAML_DOCUMENT_NODES. */
+  tooManyNodes?: true;
 }
 
 /**
@@ -111,7 +113,9 @@ export function readYamlManifest(text: string, root: string, maxJsonBytes = Numb
  * the square of their number), compact nesting refused from the tokens. Undefined when it is not YAML.
  */
 export function readYamlDocument(text: string, maxJsonBytes = Number.POSITIVE_INFINITY): YamlRead | undefined {
-  if (yamlNestsDeeperThan(text, MAX_JSON_DEPTH)) return { problem: tooDeep('the document') };
+  const scanned = scanYamlTokens(text, MAX_JSON_DEPTH, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, MAX_YAML_DOCUMENT_NODES);
+  if (scanned.tooDeep) return { problem: tooDeep('the document') };
+  if (scanned.tooManyNodes) return { problem: { message: `holds more than ${count(MAX_YAML_DOCUMENT_NODES)} keys and values (YAML nodes), more than the hub reads as YAML`, tooLarge: true, tooManyNodes: true } };
   let value: unknown;
   try {
     const doc = parseDocument(text, { uniqueKeys: false, prettyErrors: false });

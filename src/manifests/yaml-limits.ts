@@ -127,6 +127,17 @@ export interface YamlScan {
  */
 export const MAX_YAML_NODES = 120_000;
 
+/**
+ * Most nodes a YAML document that is not a manifest writes (an OpenAPI description to draft a connector from;
+ * scanYamlTokens counts them). Such a document is larger than a manifest: a realistic OpenAPI 3 description of
+ * 600 paths and 600 schemas, 0.95 MB of block YAML, writes some 70,000 nodes (40,000 keys), and a 1 MiB one of
+ * terser names more, so MAX_YAML_NODES would refuse real ones. Twice what 1 MiB of such YAML writes: at some 10 µs
+ * a node, a read holds the YAML reader's thread (never the event loop) two to three seconds at most, within
+ * `svc.http.yaml-read-timeout`; a text built of tiny nodes (`[1,1,…]`, 500,000 in 1 MiB) is refused from its
+ * tokens before it is parsed. A larger description goes as JSON (read up to 5 MiB).
+ */
+export const MAX_YAML_DOCUMENT_NODES = 250_000;
+
 /** Whether YAML text surely nests collections deeper than `max` (scanYamlTokens). */
 export function yamlNestsDeeperThan(text: string, max: number): boolean {
   return scanYamlTokens(text, max).tooDeep;

@@ -96,6 +96,7 @@ beforeAll(async () => {
     if (path === '/odd.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(odd) };
     if (path === '/large.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `${stringify(openapi)}# ${'x'.repeat(1024 * 1024)}\n` };
     if (path === '/circular.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: 'openapi: 3.0.0\npaths: &paths\n  /items: {get: {x: *paths}}\n' };
+    if (path === '/tiny-nodes.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: [${'1,'.repeat(260_000)}1]\n` };
     if (path === '/deep.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: ${'['.repeat(200_000)}${']'.repeat(200_000)}\n` };
     // Records for the pre-flight's key check: every one keyed, some keyed (an empty key is none).
     if (path.split('?')[0] === '/records/keyed') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify([{ id: 1 }, { id: 'b' }]) };
@@ -458,6 +459,11 @@ describe('scaffold', () => {
     expect(await refused('/large.yaml')).toEqual({
       status: 400,
       body: { error: `the document at ${docsUrl}/large.yaml is not JSON, and larger than the 1 MiB of YAML the hub reads`, field: 'openapiUrl', hint: expect.stringContaining('JSON form') },
+    });
+    // 260,000 nodes in 0.5 MB: past the 250,000 a YAML document may write (MAX_YAML_DOCUMENT_NODES), refused from its tokens.
+    expect(await refused('/tiny-nodes.yaml')).toEqual({
+      status: 413,
+      body: { error: `the document at ${docsUrl}/tiny-nodes.yaml is not JSON, and as YAML it holds more than 250,000 keys and values (YAML nodes), more than the hub reads as YAML`, hint: expect.stringContaining('JSON form') },
     });
     expect(await refused('/deep.yaml')).toEqual({ status: 400, body: { error: `the document at ${docsUrl}/deep.yaml nests deeper than 64 levels`, field: 'openapiUrl' } });
     expect(await refused('/circular.yaml')).toEqual({
