@@ -99,7 +99,7 @@ export const connectorRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/connectors/validate', operationId: 'validateConnector', summary: 'Check a Connector manifest without applying it', tags: ['Connectors'],
     auth: ['svc_integrator'], audit: false,
-    description: 'Writes nothing. Answers 200 with every error and warning, each naming its field.',
+    description: 'Writes nothing. Answers 200 with every error and warning, each naming its field, up to 100 of each: past them the list ends with one entry (field empty) counting the rest.',
     bodyTypes: MANIFEST_TYPES, ...manifest,
     responses: {
       200: {
