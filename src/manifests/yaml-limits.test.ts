@@ -128,6 +128,18 @@ describe('scanYamlTokens: keys and collections', () => {
     );
   });
 
+  it('counts a block scalar that is a sequence item once (its header, then its text): a sequence of n block scalars is n nodes, not 2n', () => {
+    // Found by the property above (["\n", "\n"] written with indent 1: `- |+` items): each item counted as empty, then its scalar.
+    const text = stringify(['\n', '\n', 'a\nb', 'c\n'], null, { indent: 1 });
+    expect(text).toContain('|');
+    expect(parsedCounts(text)?.nodes).toBe(5);
+    expect(scanYamlTokens(text, 64, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 3).tooManyNodes).toBe(true);
+    expect(scanYamlTokens(text, 64, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 4).tooManyNodes).toBe(false);
+    // Two keys and their block scalars: four nodes.
+    expect(scanYamlTokens('a: >-\n  folded\nb: |\n  kept\n', 64, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 3).tooManyNodes).toBe(true);
+    expect(scanYamlTokens('a: >-\n  folded\nb: |\n  kept\n', 64, Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY, 4).tooManyNodes).toBe(false);
+  });
+
   it('counts keys written in block and flow mappings, with `?` or `:`, and collections opened in flow or on one line', () => {
     const keys = (text: string, max: number) => scanYamlTokens(text, 64, max).tooManyKeys;
     const objects = (text: string, max: number) => scanYamlTokens(text, 64, Number.POSITIVE_INFINITY, max).tooManyContainers;

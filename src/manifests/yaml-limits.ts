@@ -67,6 +67,8 @@ export function scanYamlTokens(
     const first = token.charCodeAt(0);
     const value = first === 0x1f || first === 0x22 || first === 0x27 || first === 0x2a || token === '[' || token === '{';
     const indicator = token === '-' || token === '?';
+    // A block scalar's header (`|`, `>`, with its indicators) is the item's value: the scalar mark after it is counted.
+    if ((first === 0x7c || first === 0x3e) && item) item = false;
     if ((value || indicator || token === '\n' || token === '\r\n') && item) {
       item = false;
       if (!value && ++nodes > maxNodes) return over('tooManyNodes');
