@@ -11,6 +11,7 @@ import type { SchemaCard } from './analytic/schema-card.js';
  * started hub (its migrations granted the application role SET on temp_file_limit: the test server's owner is a
  * superuser), a scripted stand-in for an OpenAI-compatible chat completions server (test/harness/chat-model.ts: no
  * language model runs here) answering one SELECT whose sort spills past the limit, over real PostgreSQL.
+ * And a statement PostgreSQL refuses (a division by zero) gives back its turn of the analytic gate and its connection.
  */
 
 const T = 1;
@@ -18,12 +19,23 @@ const card: SchemaCard = { scope: 'sales', relations: [{ name: 'ext.nums', colum
 /** 1,000,000 distinct texts of the cross join, sorted for count(distinct): some 30 MB of temporary files, past 1MB. */
 const SQL = "select count(distinct a.n::text || '-' || b.n::text || '-' || c.n::text) as distinct_triples from ext.nums a, ext.nums b, ext.nums c";
 
+/** A statement PostgreSQL itself refuses (SQLSTATE 22012) once it runs. */
+const ZERO = 'select 1 / (count(*) - count(*)) as x from ext.nums';
+const COUNT = 'select count(*) as n from ext.nums';
+
 let model: ChatModel;
 let hub: TestHub;
 
 beforeAll(async () => {
-  model = await startChatModel({ script: () => `\`\`\`sql\n${SQL}\n\`\`\`` });
-  hub = await startTestHub({ 'svc.llm.base-url': model.url, 'svc.llm.model': 'stand-in', 'svc.analytic.temp-file-limit': '1MB', 'svc.analytic.statement-timeout': '30s' });
+  model = await startChatModel({ script: (req) => `\`\`\`sql\n${JSON.stringify(req).includes('by zero') ? ZERO : JSON.stringify(req).includes('How many numbers') ? COUNT : SQL}\n\`\`\`` });
+  hub = await startTestHub({
+    'svc.llm.base-url': model.url,
+    'svc.llm.model': 'stand-in',
+    'svc.analytic.temp-file-limit': '1MB',
+    'svc.analytic.statement-timeout': '30s',
+    'svc.analytic.concurrency': 1,
+    'svc.analytic.concurrency-per-tenant': 1,
+  });
   const owner = new pg.Client({ connectionString: hub.ownerUrl });
   await owner.connect();
   try {
@@ -55,5 +67,29 @@ describe('svc.analytic.temp-file-limit through the API', () => {
       rowCount: 0,
       rows: [],
     });
+  }, 60_000);
+
+  it('gives back the gate and the connection after each statement PostgreSQL refuses: past svc.analytic.concurrency of them, a query still runs at once', async () => {
+    const client = devClient(hub.url, T);
+    for (let i = 0; i < 3; i++) {
+      const res = await client.post('/api/platform/rag/chat', { question: 'Divide by zero, please', mode: 'analytic', scope: 'sales' });
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ answer: expect.stringContaining('division by zero (database error 22012)'), rowCount: 0 });
+    }
+    // A slot of the gate (concurrency 1) kept by a refused query would hold this one for the statement timeout (30 s).
+    const started = Date.now();
+    const ok = await client.post('/api/platform/rag/chat', { question: 'How many numbers?', mode: 'analytic', scope: 'sales' });
+    expect(ok.status).toBe(200);
+    expect(ok.body).toMatchObject({ rowCount: 1, rows: [{ n: 100 }] });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    // No connection of the hub left in a transaction by a refused query.
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    try {
+      const { rows } = await owner.query(`select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`);
+      expect(rows[0].n).toBe(0);
+    } finally {
+      await owner.end();
+    }
   }, 60_000);
 });
