@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
+import { Agent } from 'undici';
 import { HttpError } from './errors.js';
 import { reconnectDelay, type StreamEvent, tailEvents } from './event-tail.js';
 import { Hub } from './http.js';
@@ -67,7 +68,7 @@ afterEach(async () => {
 });
 
 /** Runs tailEvents until it ends (or `stopAfter` events), recording what it printed and waited. */
-async function tail(s: Script, options: { stopAfter?: number; retryFirst?: boolean; token?: string } = {}) {
+async function tail(s: Script, options: { stopAfter?: number; retryFirst?: boolean; token?: string; openTimeoutMs?: number } = {}) {
   const stop = new AbortController();
   const hub = new Hub({ url: s.url, token: options.token ?? 'tok' });
   const seen: StreamEvent[] = [];
@@ -80,6 +81,7 @@ async function tail(s: Script, options: { stopAfter?: number; retryFirst?: boole
       topics: [],
       signal: stop.signal,
       retryFirst: options.retryFirst,
+      openTimeoutMs: options.openTimeoutMs,
       onEvent: (event) => {
         seen.push(event);
         if (seen.length === options.stopAfter) stop.abort();
@@ -304,6 +306,50 @@ describe('events tail: reconnections', () => {
     expect(ids).toEqual(['1', '2']);
     expect(lastIds).toEqual(['', '1']);
     expect(notices[0]).toMatch(/^stream lost: nothing from the hub for [\d.]+ s, not even its heartbeat \(every [\d.]+ s\); waiting 1 s, then reconnecting after event 1$/);
+  });
+
+  it('a hub that takes the connection and never answers: the open is given up after openTimeoutMs, said, and retried from Last-Event-ID; the first connection\'s is the command\'s error', async () => {
+    const hanging: ServerResponse[] = [];
+    const hang: Step = (_req, res) => void hanging.push(res);
+    try {
+      const s = await script(events(1), hang, events(2));
+      const started = Date.now();
+      const r = await tail(s, { stopAfter: 2, openTimeoutMs: 300 });
+      // undici's timers are coarse (about a second): far below its two minutes all the same
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(r.error).toBeUndefined();
+      expect(r.ids).toEqual(['1', '2']);
+      expect(s.lastIds).toEqual(['', '1', '1']);
+      expect(r.waits).toEqual([10, 1_000]);
+      expect(r.notices).toEqual([
+        'the hub closed the stream; reconnecting in 10 ms',
+        `stream lost: ${s.url} took the connection but sent no answer within 0.3 s; waiting 1 s, then reconnecting after event 1`,
+        'reconnected after event 1',
+      ]);
+
+      const first = await tail(await script(hang), { openTimeoutMs: 300 });
+      expect((first.error as Error).message).toMatch(/^http:\/\/127\.0\.0\.1:\d+ took the connection but sent no answer within 0\.3 s$/);
+    } finally {
+      for (const res of hanging) res.destroy();
+    }
+  });
+
+  it('a stream is not cut by a body timeout between heartbeats: the open asks for none (the silence watch is its guard)', async () => {
+    // An agent whose body timeout is shorter than the hub's heartbeat period: the stream ignores it.
+    const s = await script((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': connected; heartbeat 1500\n\n');
+      setTimeout(() => {
+        res.write(': ping\n\n');
+        res.end(`id: 1\ndata: ${JSON.stringify({ topic: 'org.created', payload: '{}', capturedAt: '2025-03-01T10:00:00Z' })}\n\n`);
+      }, 1_500);
+    });
+    const hub = new Hub({ url: s.url, token: 'tok' });
+    (hub as unknown as { agent: Agent }).agent = new Agent({ bodyTimeout: 500 });
+    const res = await hub.open('/api/platform/events/stream', {}, {});
+    const text = await res.body.text();
+    await hub.close();
+    expect(text).toContain('id: 1');
   });
 
   it('reconnectDelay: which failures are waited out, and how long', () => {

@@ -41,7 +41,15 @@ export interface TailOptions {
   wait?: Wait;
   /** The shortest silence taken for a dead connection (MIN_SILENCE_MS; tests pass less). */
   minSilenceMs?: number;
+  /**
+   * The longest wait for the head of the stream's answer (OPEN_TIMEOUT_MS; the TUI's is tied to
+   * --every): a hub that takes the connection and never answers is a failed connection then.
+   */
+  openTimeoutMs?: number;
 }
+
+/** `svc events tail`'s wait for the stream's head: a hub that accepts and never answers is said after this, not two minutes. */
+export const OPEN_TIMEOUT_MS = 30_000;
 
 const STREAM = '/api/platform/events/stream';
 
@@ -94,7 +102,12 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
     let delay: number | undefined;
     try {
       // a status of 400 or more is thrown by open, as an HttpError with the hint of the other commands
-      const res = await hub.open(STREAM, { topic: options.topics }, lastId ? { 'last-event-id': lastId, accept: 'text/event-stream' } : { accept: 'text/event-stream' });
+      const res = await hub.open(
+        STREAM,
+        { topic: options.topics },
+        lastId ? { 'last-event-id': lastId, accept: 'text/event-stream' } : { accept: 'text/event-stream' },
+        options.openTimeoutMs ?? OPEN_TIMEOUT_MS,
+      );
       if (res.statusCode !== 200) {
         const text = (await res.body.text()).trim();
         throw new HttpError(res.statusCode, text || `HTTP ${res.statusCode}`, text);

@@ -13,7 +13,7 @@ interface CallOptions {
   /** Sent as application/json. */
   json?: unknown;
   headers?: Record<string, string>;
-  /** The longest wait for the answer's head and between its body's bytes (default: two minutes for the head, undici's for the body). */
+  /** The longest wait for the answer's head and between its body's bytes (default: two minutes for the head, undici's five minutes for the body). */
   timeoutMs?: number;
 }
 
@@ -22,6 +22,8 @@ export const NOT_RUNNING_HINT = '; is the hub running there? (npm start serves h
 
 /** The head of an answer waited for this long at most (a hub that accepts the connection and never answers). */
 const HEADERS_TIMEOUT_MS = 120_000;
+/** undici's default longest wait between two pieces of a body (a call without `timeoutMs`). */
+const BODY_TIMEOUT_MS = 300_000;
 
 export interface Reply<T> {
   status: number;
@@ -104,8 +106,8 @@ export class Hub {
       body = JSON.stringify(options.json);
     }
     const res = await this.send(method, route, { query: options.query, headers, body, headersTimeout: options.timeoutMs, bodyTimeout: options.timeoutMs });
-    if (res.statusCode >= 300) throw await this.refusal(res, route);
-    const text = await res.body.text();
+    if (res.statusCode >= 300) throw await this.refusal(res, route, options.timeoutMs);
+    const text = await this.bodyText(res, options.timeoutMs);
     const type = String(res.headers['content-type'] ?? '');
     // The hub answers JSON (or nothing: a 204). Anything else is another server at the URL (a web
     // console's page answered for every path), whose 200 is no success of the call.
@@ -118,14 +120,27 @@ export class Hub {
    * A streaming GET (Server-Sent Events, `events tail`): no body timeout; the response with its body
    * unread, or, for a redirect or a status of 400 or more, an HttpError like `call`'s (the hint of a 401 included).
    */
-  async open(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
-    const res = await this.stream(route, query, headers);
+  async open(route: string, query: Query, headers: Record<string, string>, headersTimeoutMs?: number): Promise<Dispatcher.ResponseData> {
+    const res = await this.stream(route, query, headers, headersTimeoutMs);
     const type = String(res.headers['content-type'] ?? '');
     if (res.statusCode === 200 && !type.startsWith('text/event-stream')) {
       await res.body.dump();
       throw this.notTheHub('GET', route, res.statusCode, type, 'an event stream');
     }
     return res;
+  }
+
+  /**
+   * The body of an answer, read whole; undici's `Body Timeout Error` (the head came, then the body
+   * stalled for `timeoutMs`, or undici's five minutes without one) said as a missing head is.
+   */
+  private async bodyText(res: Dispatcher.ResponseData, timeoutMs: number | undefined): Promise<string> {
+    try {
+      return await res.body.text();
+    } catch (err) {
+      if (this.signal?.aborted || !isCode(err, 'UND_ERR_BODY_TIMEOUT')) throw err;
+      throw new CliError(`${this.target.url} sent the head of its answer but then nothing of its body within ${seconds(timeoutMs ?? BODY_TIMEOUT_MS)}`);
+    }
   }
 
   /** A success that is not what the hub answers (another server at the URL: a web console's page for every path). */
@@ -143,8 +158,8 @@ export class Hub {
     return this.stream(route, {}, headers);
   }
 
-  private async stream(route: string, query: Query, headers: Record<string, string>): Promise<Dispatcher.ResponseData> {
-    const res = await this.send('GET', route, { query, headers, bodyTimeout: 0 });
+  private async stream(route: string, query: Query, headers: Record<string, string>, headersTimeout?: number): Promise<Dispatcher.ResponseData> {
+    const res = await this.send('GET', route, { query, headers, bodyTimeout: 0, headersTimeout });
     if (res.statusCode < 300) return res;
     throw await this.refusal(res, route);
   }
@@ -154,12 +169,12 @@ export class Hub {
    * A redirect (3xx) is not followed (the credential would go wherever it points, and a POST may come
    * back as a GET): it is an error naming where it points, never a success whose body nobody reads.
    */
-  private async refusal(res: Dispatcher.ResponseData, route: string): Promise<HttpError> {
+  private async refusal(res: Dispatcher.ResponseData, route: string, timeoutMs?: number): Promise<HttpError> {
     if (res.statusCode < 400) {
       await res.body.dump();
       return new HttpError(res.statusCode, this.redirected(res.statusCode, header(res.headers.location), route), undefined);
     }
-    const text = await res.body.text();
+    const text = await this.bodyText(res, timeoutMs);
     const parsed = parse(text, String(res.headers['content-type'] ?? ''));
     const message = errorText(res.statusCode, parsed, text, String(res.headers['content-type'] ?? ''));
     // A token the hub took (or, with the dev bypass, never read) that names no tenant is no refused
@@ -281,6 +296,11 @@ export class Hub {
 /** `10 s`, `2.5 s`: a duration as the messages say it. */
 export function seconds(ms: number): string {
   return ms % 1_000 === 0 ? `${ms / 1_000} s` : `${(ms / 1_000).toFixed(1)} s`;
+}
+
+/** Whether `err`, or its cause, carries undici's (or the system's) error `code`. */
+function isCode(err: unknown, code: string): boolean {
+  return (err as NodeJS.ErrnoException | undefined)?.code === code || (err as { cause?: NodeJS.ErrnoException } | undefined)?.cause?.code === code;
 }
 
 function header(value: string | string[] | undefined): string | undefined {

@@ -714,8 +714,14 @@ describe('the driver: a hub that is down or hangs', () => {
     let lists = 0;
     const hanging: ServerResponse[] = [];
     const server = createServer((req, res) => {
-      // the first load answers; from then on (and the event stream always) the hub takes the request and never answers
-      if (!req.url!.startsWith('/api/platform/events/stream') && lists++ < 4) {
+      // the event stream is open (and quiet: its own hang is the next test's); the first load answers,
+      // from then on the hub takes the request and never answers
+      if (req.url!.startsWith('/api/platform/events/stream')) {
+        res.writeHead(200, { 'content-type': 'text/event-stream' });
+        res.write(': connected\n\n');
+        return void hanging.push(res);
+      }
+      if (lists++ < 4) {
         res.writeHead(200, { 'content-type': 'application/json' });
         return void res.end(req.url!.startsWith('/api/platform/runs') ? JSON.stringify([{ id: 'run-aaaa1111', connector: 'partner', endpoint: 'orgs', status: 'Completed' }]) : '[]');
       }
@@ -744,6 +750,41 @@ describe('the driver: a hub that is down or hangs', () => {
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   }, 30_000);
+
+  it('a hub that takes the stream\'s connection and never answers, and stalls the lists\' bodies after their heads: both said in the status line within 3 refresh periods (at least 10 s), the stream then reconnected', async () => {
+    let lists = 0;
+    let streams = 0;
+    const hanging: ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      hanging.push(res);
+      if (req.url!.startsWith('/api/platform/events/stream')) return void streams++;
+      // the first load answers; from then on each list's head comes, then its body stalls
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (lists++ < 4) return void res.end('[]');
+      res.write('[');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const waits: number[] = [];
+    const tui = drive(url, { columns: 400, rows: 10, every: '1s', wait: async (ms) => void waits.push(ms) });
+    try {
+      const started = Date.now();
+      await until('the stream and a refresh given up', () => tui.statusLine().includes('sent no answer') && tui.statusLine().includes('nothing of its body'), { timeoutMs: 25_000, detail: tui.statusLine });
+      // listTimeout(1 s) is 10 s, for the stream's head as for the lists (undici's timer: to 11 s), not the two minutes of a plain command
+      expect(Date.now() - started).toBeGreaterThanOrEqual(9_000);
+      expect(Date.now() - started).toBeLessThan(16_000);
+      expect(tui.statusLine().trimEnd()).toBe(
+        `events: cannot open the stream: ${url} took the connection but sent no answer within 10 s; waiting 3 s, then reconnecting · runs, dead letters, deliveries, inbox: ${url} sent the head of its answer but then nothing of its body within 10 s`,
+      );
+      // a failed connection like any other: waited out, then tried again
+      await until('the stream reconnected', () => streams === 2, { detail: () => String(streams) });
+      expect(waits).toEqual([3_000]);
+    } finally {
+      await tui.quit();
+      for (const res of hanging) res.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  }, 40_000);
 
   it('a hub that is down: at 80 columns the status line says the stream is waiting, without the plain commands\' "is the hub running there?" hint', async () => {
     const server = createServer();

@@ -582,6 +582,8 @@ export async function runTui(c: Ctx, options: { wait?: Wait } = {}): Promise<num
       signal: stream.signal,
       retryFirst: true,
       wait: options.wait,
+      // the stream's head is waited for as long as a list's answer
+      openTimeoutMs: timeout,
       onEvent: guard((event: StreamEvent) => {
         state = addEvents(state, [event]);
         draw();
