@@ -401,6 +401,21 @@ describe('svc events tail', () => {
     return { code, out, err };
   }
 
+  it('a hub that takes the connection and never answers: exit 1 after 30 s, saying so, not after two minutes', async () => {
+    const hanging: ServerResponse[] = [];
+    const s = await script((_req, res) => void hanging.push(res));
+    const started = Date.now();
+    try {
+      const r = await svc(s.url);
+      // undici's timers are coarse (about a second)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(29_000);
+      expect(Date.now() - started).toBeLessThan(40_000);
+      expect(r).toEqual({ code: 1, out: '', err: `error: ${s.url} took the connection but sent no answer within 30 s\n` });
+    } finally {
+      for (const res of hanging) res.destroy();
+    }
+  }, 60_000);
+
   it('a 401 at the first connection and at a reconnection: exit 1 with the hint about the token', async () => {
     const first = await svc((await script(refuse(401, 'Unauthorized'))).url);
     expect(first).toEqual({ code: 1, out: '', err: 'error: Unauthorized; the token in SVC_TOKEN was refused (expired?) (HTTP 401)\n' });
