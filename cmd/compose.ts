@@ -245,6 +245,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     platformDocuments: () => platformDocuments(catalog),
     memoryBudgetBytes: config.int('svc.retrieval.memory-budget-mb') * 1024 * 1024,
     embedBatch: config.int('svc.embedding.batch'),
+    embedClaimMs: config.duration('svc.retrieval.embed-claim'),
     vectorSearch: config.string('svc.retrieval.vector-search') as VectorSearchMode,
     hnswEfSearch: config.int('svc.retrieval.hnsw-ef-search'),
     modelLeaseMs: Math.max(MODEL_LEASE_MS, 10 * config.duration('svc.retrieval.index-every')),

@@ -30,6 +30,8 @@ export function indexerEnv(modelUrl: string, batch: number): Record<string, stri
     SVC_EMBEDDING_DIMENSIONS: String(DIMS),
     SVC_EMBEDDING_BATCH: String(batch),
     SVC_RETRIEVAL_INDEX_EVERY: '200ms',
+    // A claim of the killed process lapses after this long, and its chunks are embedded again (docs/retrieval.md).
+    SVC_RETRIEVAL_EMBED_CLAIM: '3s',
     SVC_CONNECTORS_HEARTBEAT_EVERY: '300ms',
     SVC_CONNECTORS_RUN_STALE_AFTER: '2s',
   };

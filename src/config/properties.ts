@@ -311,6 +311,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
     description: 'Hand the rows ingestion writes to the retrieval indexer (one pending entry per written batch, in the ingestion transaction). `false`: no row written becomes searchable (measurements, hubs without retrieval); a row rewritten with other content whose earlier version has a chunk (made while this was `true`) loses that chunk (or the chunk is made again naming another row of its connector holding that content), so search never cites a row version that is gone. Rows written meanwhile get chunks when a run writes them again with this `true`.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.index-every', kind: 'duration', default: '1s',
     description: 'Cadence of the indexer (in `all` and `dispatch`): turns written rows into chunks and embeds the chunks that have no vector yet.' }),
+  p({ group: 'Retrieval', name: 'svc.retrieval.embed-claim', kind: 'duration', default: '5m',
+    description: 'How long an indexer pass\'s claim on the chunks it sends to the embedding model holds (other processes of the same model skip them meanwhile, so each text goes to the model once). A claim is given back when the call ends; one of a process that died mid-call lapses after this long, and until then those chunks wait for their vectors. Keep it above the longest model call with its retries.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.memory-budget-mb', kind: 'int', min: 1, default: 512,
     description: 'Megabytes the in-process vector indexes may hold (all tenants together); the least recently searched tenant is dropped first and reloaded on its next search.' }),
   p({ group: 'Retrieval', name: 'svc.retrieval.hnsw-ef-search', kind: 'int', min: 1, max: 1000, default: 100,
