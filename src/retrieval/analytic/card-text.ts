@@ -1,5 +1,6 @@
 import { PortUnavailable } from '../../errors.js';
 import { oneLine } from '../chat/fence.js';
+import { fitInOrder } from '../chat/fit.js';
 import type { CardRelation, SchemaCard } from './schema-card.js';
 
 /**
@@ -88,14 +89,7 @@ export function fitCard(card: SchemaCard, question: string, budget: number, budg
   const texts = card.relations.map((r) => renderRelation(r, CARD_DETAIL[barest]));
   // Room for the last line, however many are left out (its count has at most as many digits as the card's).
   const room = budget - leftOutLine(relations).length - 1;
-  const kept: number[] = [];
-  let used = 0;
-  for (const i of byRelevance(card.relations, question)) {
-    const length = texts[i]!.length + (kept.length ? 1 : 0);
-    if (used + length > room) continue;
-    used += length;
-    kept.push(i);
-  }
+  const kept = fitInOrder(byRelevance(card.relations, question), (i) => texts[i]!.length, room);
   if (kept.length === 0) {
     const least = relations === 1 ? texts[0]!.length : Math.min(...texts.map((t) => t.length)) + leftOutLine(relations).length + 1;
     const one = relations === 1 ? 'its one relation takes' : `one relation of its ${relations} takes, with the line saying the others are left out,`;

@@ -1,6 +1,7 @@
 import { PortUnavailable } from '../../errors.js';
 import type { SearchHit, SearchRequest } from '../types.js';
 import { fencedData, oneLine } from './fence.js';
+import { fitInOrder } from './fit.js';
 import type { ChatPort } from './port.js';
 
 export interface SemanticAnswer {
@@ -90,14 +91,7 @@ function contextLine(h: SearchHit): string {
  */
 function withinBudget(hits: SearchHit[], budget: number | undefined): SearchHit[] {
   if (budget === undefined) return hits;
-  let used = 0;
-  const kept: SearchHit[] = [];
-  for (const h of hits) {
-    const length = contextLine(h).length + (kept.length ? 1 : 0);
-    if (used + length > budget) continue;
-    used += length;
-    kept.push(h);
-  }
+  const kept = fitInOrder(hits, (h) => contextLine(h).length, budget);
   if (hits.length > 0 && kept.length === 0) {
     const least = Math.min(...hits.map((h) => contextLine(h).length));
     const which = hits.length === 1 ? 'the one chunk retrieved takes' : `the shortest of the ${hits.length} chunks retrieved takes`;
