@@ -46,7 +46,7 @@ const destination: Schema = {
     host: { type: 'string', minLength: 1, maxLength: 253, description: 'sftp: the server\'s host name or address.' },
     port: { type: 'integer', minimum: 1, maximum: 65535, description: 'sftp: default 22.' },
     user: { type: 'string', minLength: 1, maxLength: 255, description: 'sftp: the login.' },
-    path: { type: 'string', minLength: 1, maxLength: 1024, description: `sftp: the remote file path; its directory must exist. ${withTokens}` },
+    path: { type: 'string', minLength: 1, maxLength: 1024, description: `sftp: the remote file path; its directory must exist. A name in it longer than 255 bytes of UTF-8 once its tokens resolve is warned of at apply (most file systems refuse it). ${withTokens}` },
     key_env: secretName('sftp: the private key (OpenSSH or PEM) for public-key login; exactly one of key_env and password_env.'),
     password_env: secretName('sftp: the password; exactly one of key_env and password_env.'),
     host_key_fingerprint: said(
@@ -57,8 +57,8 @@ const destination: Schema = {
       { type: 'string', minLength: 3, maxLength: 63, pattern: '^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$', description: 's3: the bucket, named by S3\'s rules (3 to 63 lower-case letters, digits, dots and hyphens, a letter or digit at each end and around each dot, not an IP address).' },
       'must be an S3 bucket name: 3 to 63 lower-case letters, digits, dots and hyphens, with a letter or digit at each end and around each dot',
     ),
-    prefix: { type: 'string', maxLength: 1024, description: `s3: the key prefix (default empty); the object key is prefix plus filename, and may not start with \`/\`. ${withTokens}` },
-    filename: { type: 'string', minLength: 1, maxLength: 1024, description: `s3: the file name after the prefix. ${withTokens}` },
+    prefix: { type: 'string', maxLength: 1024, description: `s3: the key prefix (default empty); the object key is prefix plus filename, may not start with \`/\`, and may be at most 1,024 bytes of UTF-8 once its tokens resolve (S3's limit). ${withTokens}` },
+    filename: { type: 'string', minLength: 1, maxLength: 1024, description: `s3: the file name after the prefix (prefix plus filename: at most 1,024 bytes of UTF-8, tokens resolved). ${withTokens}` },
     region: said(
       { type: 'string', pattern: '^[a-z0-9][a-z0-9-]{0,63}$', description: 's3: default `eu-west-3` (lower-case letters, digits and hyphens, as `us-east-1`).' },
       'must be a region name: lower-case letters, digits and hyphens (eu-west-3, us-east-1)',
