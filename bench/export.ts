@@ -25,8 +25,16 @@
  * ceiling's bytes plus one CR per record plus the header line. The ceiling's file has the bytes
  * its COPY produced and COPY reported every row.
  *
- * The peak RSS and the CPU time of "the exporting process" are those of this process, which runs the
- * hub, for the hub's runs, and of the ceilings' process for the ceiling's (sshd, the S3 stand-in and
+ * Each size runs in a fresh process of its own, one after the other: this file, started once, probes
+ * the machine, starts itself again per size (EXPORT_ONE_SIZE, EXPORT_ONE_SIZE_RESULTS; with the hub's
+ * node flag and allocator setting, as bench/run.ts starts every bench), and merges what each size's
+ * process wrote into bench/results/export.json. A size's process sets up its own embedded PostgreSQL,
+ * hub, sshd, S3 stand-in and ceilings' process, runs the warm-up, then every round of its size: the
+ * peaks of every size start from the same state, so the flatness target (the largest size's peak ÷
+ * the smallest's) compares the sizes, not what the sizes before left in the process.
+ *
+ * The peak RSS and the CPU time of "the exporting process" are those of the size's process, which
+ * runs the hub, for the hub's runs, and of the ceilings' process for the ceiling's (sshd, the S3 stand-in and
  * PostgreSQL run in processes of their own, measured apart): RSS sampled every 50 ms during each
  * run, and the kernel's VmHWM, reset before each run (`/proc/self/clear_refs`). Nothing the
  * ceiling's run leaves resident counts in the hub's process. Each run also records the RSS before it
@@ -46,7 +54,7 @@
  * BENCH_CPU_PROFILE=<file> (V8 .cpuprofile files of the exporting processes for the first round of
  * the first size: `<file>-<destination>-hub.cpuprofile` and `…-ceiling.cpuprofile`).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
@@ -65,6 +73,7 @@ import { encodeRecord } from '../src/exports/csv/writer.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
 import { startSshd, type TestSshd } from '../test/harness/sshd.js';
 import { benchConfig } from './support/hub-config.js';
+import { HUB_HEAP_FLAG, HUB_MALLOC_ENV } from './support/hub-flags.js';
 import type { CeilingDestination, CeilingRequest, CeilingRun } from './support/export-ceiling-process.js';
 import { collectGarbage, inThisProcess, machineFacts, mib, type ProcessRun, perSecond, postmasterPid, probeMachine, round, TreeCpuSampler, table, treeCpuSeconds } from './support/measure.js';
 import type { S3Ready, S3Request, S3Stored } from './support/s3-process.js';
@@ -483,13 +492,26 @@ interface SizeResult {
   destinations: Partial<Record<Destination, { rounds: Pair[] }>>;
 }
 
-async function main(): Promise<void> {
-  const benchStart = performance.now();
+/** What one size's process hands its parent (EXPORT_ONE_SIZE_RESULTS). */
+interface SizePart {
+  size: SizeResult;
+  /** That process with the hub started, before its warm-up (after a full GC). */
+  idleProcess: IdleProcess;
+  /** The process's whole time: setup, warm-up, fill, every run. */
+  processSeconds: number;
+}
+
+type IdleProcess = { rssMb: number; heapUsedMb: number; heapTotalMb: number; externalMb: number; arrayBuffersMb: number };
+
+/**
+ * Runs one size (every round, hub and ceiling, each destination) in this process, after its own
+ * setup (embedded PostgreSQL, hub, sshd, the S3 stand-in's and the ceilings' processes) and the
+ * warm-up, and writes what it measured to `partFile` for the parent (`runSizes`).
+ */
+async function measureSize(measured: number, partFile: string): Promise<void> {
+  const processStart = performance.now();
   setLogger(createLogger({ level: 'warn', json: true }));
-  log(`export benchmark: ${SIZES.map(n).join(' and ')} rows to ${DESTINATIONS.join(' and ')}, ${ROUNDS} rounds, ${process.version}, ${cpus().length} CPUs`);
-  const loadAtStart = loadavg().map((l) => round(l, 2));
-  if (loadAtStart[0]! > 1) log(`note: load average ${loadAtStart.join(' ')} before the start: something else is busy here, absolute figures will be low (ratios suffer less)`);
-  await probeMachine(log);
+  log(`${n(measured)} rows in a process of its own (pid ${process.pid}, ${process.execArgv.filter((a) => a.startsWith('--max-semi-space-size')).join(' ') || 'no semi-space flag'}, MALLOC_MMAP_THRESHOLD_=${process.env.MALLOC_MMAP_THRESHOLD_ ?? 'unset'})`);
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-export-'));
   chmodSync(dir, 0o755);
@@ -524,13 +546,13 @@ async function main(): Promise<void> {
     collectGarbage();
     const memory = process.memoryUsage();
     const idle = { rssMb: mib(memory.rss), heapUsedMb: mib(memory.heapUsed), heapTotalMb: mib(memory.heapTotal), externalMb: mib(memory.external), arrayBuffersMb: mib(memory.arrayBuffers) };
-    log(`set up in ${seconds(performance.now() - benchStart)} s (embedded PostgreSQL, hub at ${hub.url}${d.sshd ? `, sshd on port ${d.sshd.port}` : ''}${d.s3 ? `, S3 stand-in pid ${d.s3.pid} at ${d.s3.endpoint}` : ''})`);
+    log(`set up in ${seconds(performance.now() - processStart)} s (embedded PostgreSQL, hub at ${hub.url}${d.sshd ? `, sshd on port ${d.sshd.port}` : ''}${d.s3 ? `, S3 stand-in pid ${d.s3.pid} at ${d.s3.endpoint}` : ''})`);
     const headerBytes = Buffer.byteLength(encodeRecord(EXPORT_COLUMNS, ','));
 
     const results: SizeResult[] = [];
     // A warm-up of WARMUP_ROWS through every path first (verified, not reported): module loading,
     // JIT and first connections would otherwise fall on the first measured run.
-    for (const [sizeIndex, rows] of [WARMUP_ROWS, ...SIZES].entries()) {
+    for (const [sizeIndex, rows] of [WARMUP_ROWS, measured].entries()) {
       const warmup = sizeIndex === 0;
       const rounds = warmup ? 1 : ROUNDS;
       log(`\n${n(rows)} rows${warmup ? ' (warm-up, not reported)' : ''}: filling ext.${tableName(rows)} …`);
@@ -645,7 +667,54 @@ async function main(): Promise<void> {
       await owner.query(`drop table ${pg.escapeIdentifier(`ext_t${TENANT}`)}.${pg.escapeIdentifier(tableName(rows))}`);
     }
 
-    const result = summarise(results, loadAtStart, benchStart, idle);
+    const part: SizePart = { size: results[0]!, idleProcess: idle, processSeconds: seconds(performance.now() - processStart) };
+    writeFileSync(partFile, `${JSON.stringify(part)}\n`);
+  } finally {
+    await owner?.end().catch(() => undefined);
+    await hub?.stop().catch(() => undefined);
+    await ceilings?.close().catch(() => undefined);
+    await d.s3?.close().catch(() => undefined);
+    await d.sshd?.stop().catch(() => undefined);
+    await database?.stop().catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Runs each size in a fresh process of its own, one after the other (`measureSize`, told the size and
+ * where to write by EXPORT_ONE_SIZE and EXPORT_ONE_SIZE_RESULTS), started with the hub's node flag
+ * and allocator setting as bench/run.ts starts every bench; then merges what they measured into
+ * bench/results/export.json. The peaks of every size thus start from the same state (a fresh hub,
+ * its warm-up done), not from what the runs of the sizes before left in the process.
+ */
+async function runSizes(): Promise<void> {
+  const benchStart = performance.now();
+  log(`export benchmark: ${SIZES.map(n).join(' and ')} rows to ${DESTINATIONS.join(' and ')}, ${ROUNDS} rounds, ${process.version}, ${cpus().length} CPUs; each size in a process of its own`);
+  const loadAtStart = loadavg().map((l) => round(l, 2));
+  if (loadAtStart[0]! > 1) log(`note: load average ${loadAtStart.join(' ')} before the start: something else is busy here, absolute figures will be low (ratios suffer less)`);
+  await probeMachine(log);
+
+  const partsDir = mkdtempSync(join(tmpdir(), 'svc-bench-export-sizes-'));
+  try {
+    const parts: SizePart[] = [];
+    for (const [index, rows] of SIZES.entries()) {
+      const partFile = join(partsDir, `${rows}.json`);
+      log(`\n=== ${n(rows)} rows ===`);
+      const env: NodeJS.ProcessEnv = { ...process.env, ...HUB_MALLOC_ENV, EXPORT_ONE_SIZE: String(rows), EXPORT_ONE_SIZE_RESULTS: partFile };
+      // The CPU profiles are of the first size's runs only.
+      if (index > 0) delete env.BENCH_CPU_PROFILE;
+      const code = await new Promise<number>((resolve, reject) => {
+        const child = spawn(process.execPath, [HUB_HEAP_FLAG, '--import', 'tsx', fileURLToPath(import.meta.url)], { stdio: 'inherit', env });
+        child.once('error', reject);
+        child.once('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)));
+      });
+      if (code !== 0) throw new Error(`the process of ${n(rows)} rows exited with ${code}`);
+      const part = JSON.parse(readFileSync(partFile, 'utf8')) as SizePart;
+      log(`  (its process took ${part.processSeconds} s)`);
+      parts.push(part);
+    }
+
+    const result = summarise(parts, loadAtStart, benchStart);
     log('');
     log(
       table(
@@ -679,17 +748,12 @@ async function main(): Promise<void> {
         `${dest}: hub ≥ ${TARGETS.ratio} × ceiling: ${t.ratioMet ? 'met' : 'NOT met'} (worst size ${t.worstRatio}, median of the rounds' ratios); peak RSS < ${TARGETS.peakRssMb} MB at ${n(t.largestRows)} rows: ${t.peakRssMet ? 'met' : 'NOT met'} (${t.largestPeakRssMb} MB); flat (largest/smallest ≤ ${TARGETS.flatRatio}): ${t.flat === null ? 'one size only' : t.flat ? 'met' : 'NOT met'} (ratio ${t.rssRatio ?? '-'}); growth of the run over its RSS before: ${t.rssGrowth.smallestMb} MB at ${n(t.rssGrowth.smallestRows)} rows, ${t.rssGrowth.largestMb} MB at ${n(t.rssGrowth.largestRows)}`,
       );
     }
+    log(`each size's process, hub started, before its warm-up: ${result.sizes.map((s) => `${n(s.rows)} rows ${s.idleProcess.rssMb} MB RSS`).join(', ')}`);
     mkdirSync(RESULTS, { recursive: true });
     writeFileSync(join(RESULTS, 'export.json'), `${JSON.stringify(result, null, 2)}\n`);
     log(`wrote bench/results/export.json (${result.benchSeconds} s in all)`);
   } finally {
-    await owner?.end().catch(() => undefined);
-    await hub?.stop().catch(() => undefined);
-    await ceilings?.close().catch(() => undefined);
-    await d.s3?.close().catch(() => undefined);
-    await d.sshd?.stop().catch(() => undefined);
-    await database?.stop().catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
+    rmSync(partsDir, { recursive: true, force: true });
   }
 }
 
@@ -723,9 +787,13 @@ function median(values: number[]): number {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
-function summarise(results: SizeResult[], loadAtStart: number[], benchStart: number, idle: Record<string, number>) {
-  const sizesOut = results.map((s) => ({
+function summarise(parts: SizePart[], loadAtStart: number[], benchStart: number) {
+  const sizesOut = parts.map(({ size: s, idleProcess, processSeconds }) => ({
     rows: s.rows,
+    /** This size's process with the hub started, before its warm-up and runs (after a full GC). */
+    idleProcess,
+    /** The whole time of this size's process: setup, warm-up, fill, every run. */
+    processSeconds,
     fill: s.fill,
     fileBytes: s.fileBytes,
     fileMb: mib(s.fileBytes),
@@ -804,13 +872,19 @@ function summarise(results: SizeResult[], loadAtStart: number[], benchStart: num
     destinations: DESTINATIONS,
     columns: EXPORT_COLUMNS,
     note:
-      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination, in a process of its own with the same node flags (S3: the requests, part size and upload concurrency, on clients configured as those of the S3 destination). Each figure is the better of the rounds (fastest run; lowest peaks and growths, the highest in …Max, which the memory targets are judged on); ratio is the median of ratioPerRound (the hub rows/s of each round ÷ the ceiling rows/s of the same round; with two rounds their mean), which the ratio target is judged on; runs holds every run, with its RSS before (baselineRssMb), its growth (rssGrowthMb = VmHWM, else the sampled peak, − baselineRssMb) and the physical size of V8\'s young generation (new space) before and at the end of the run (youngGenMb: V8 grows it while the process allocates fast for long, up to --max-semi-space-size, and shrinks it again later), and process.memoryUsage() before and at the end of the run (memoryMb: rss, heapTotal, heapUsed, external, arrayBuffers; RSS beyond heapTotal + external is code, stacks and allocator pages not given back); targets.byDestination.*.rssGrowth compares the growth of the hub runs at the largest size with the smallest; MB are MiB. RSS and CPU of the exporting process: the hub\'s (this process) for the hub, the ceiling\'s own for the ceiling (sshd, the S3 stand-in and PostgreSQL run in processes of their own); RSS sampled every 50 ms and the kernel\'s VmHWM reset before each run.',
-    /** This process with the hub started, before any export (after a full GC). */
-    idleProcess: idle,
+      'hub: the export path of an in-process hub (apply over HTTP, POST /api/exports/{name}/runs, polled), rows/s from the run record; ceiling: COPY (the same snapshot query) TO STDOUT piped to the same destination, in a process of its own with the same node flags (S3: the requests, part size and upload concurrency, on clients configured as those of the S3 destination). Each figure is the better of the rounds (fastest run; lowest peaks and growths, the highest in …Max, which the memory targets are judged on); ratio is the median of ratioPerRound (the hub rows/s of each round ÷ the ceiling rows/s of the same round; with two rounds their mean), which the ratio target is judged on; runs holds every run, with its RSS before (baselineRssMb), its growth (rssGrowthMb = VmHWM, else the sampled peak, − baselineRssMb) and the physical size of V8\'s young generation (new space) before and at the end of the run (youngGenMb: V8 grows it while the process allocates fast for long, up to --max-semi-space-size, and shrinks it again later), and process.memoryUsage() before and at the end of the run (memoryMb: rss, heapTotal, heapUsed, external, arrayBuffers; RSS beyond heapTotal + external is code, stacks and allocator pages not given back); targets.byDestination.*.rssGrowth compares the growth of the hub runs at the largest size with the smallest; MB are MiB. RSS and CPU of the exporting process: the hub\'s (the process of the size, which runs the hub) for the hub, the ceiling\'s own for the ceiling (sshd, the S3 stand-in and PostgreSQL run in processes of their own); RSS sampled every 50 ms and the kernel\'s VmHWM reset before each run. Each size ran in a process of its own, one after the other (its own embedded PostgreSQL, hub, sshd, S3 stand-in and ceilings\' process, then the 10,000-row warm-up, then every round of that size), started with the same node flag and allocator setting (--max-semi-space-size=64, MALLOC_MMAP_THRESHOLD_=131072), so the peaks of every size start from the same state and flat compares the sizes, not what earlier sizes left in the process; sizes[].idleProcess is each size\'s process with the hub started, before its warm-up (idleProcess: the smallest size\'s).',
+    /** The smallest size's process with the hub started, before any export (after a full GC); each size's in sizes[].idleProcess. */
+    idleProcess: parts[0]!.idleProcess,
     sizes: sizesOut,
     targets: { ...TARGETS, byDestination },
     ...machineFacts(benchStart, loadAtStart),
   };
 }
 
-await main();
+const ONE_SIZE = process.env.EXPORT_ONE_SIZE;
+if (ONE_SIZE === undefined) await runSizes();
+else {
+  const partFile = process.env.EXPORT_ONE_SIZE_RESULTS;
+  if (!/^\d+$/.test(ONE_SIZE) || Number(ONE_SIZE) < 1 || !partFile) throw new Error(`EXPORT_ONE_SIZE must be a positive integer and EXPORT_ONE_SIZE_RESULTS a file, got '${ONE_SIZE}' and '${partFile ?? ''}'`);
+  await measureSize(Number(ONE_SIZE), partFile);
+}

@@ -341,8 +341,15 @@ function exportBench(r: Json): string {
     }
     lines.push('');
   }
-  if (r.idleProcess) {
-    lines.push(`The bench's process, hub started, before any export: ${f(r.idleProcess.rssMb, 0)} MB RSS (V8 heap ${f(r.idleProcess.heapUsedMb, 0)} MB used, ${f(r.idleProcess.externalMb, 0)} MB external).`);
+  const idle = (p: Json) => `${f(p.rssMb, 0)} MB RSS (V8 heap ${f(p.heapUsedMb, 0)} MB used, ${f(p.externalMb, 0)} MB external)`;
+  if (r.sizes[0].idleProcess) {
+    // Since 2026-12-06 each size runs in a process of its own (its own hub, PostgreSQL, sshd and S3 stand-in, then the warm-up).
+    lines.push(
+      `Each size ran in a process of its own (a fresh hub, PostgreSQL, sshd and S3 stand-in, then the warm-up), so every size's peaks start from the same state; that process, hub started, before its warm-up: ${r.sizes.map((s: Json) => `${n(s.rows)} rows ${idle(s.idleProcess)}`).join('; ')}.`,
+    );
+    lines.push('');
+  } else if (r.idleProcess) {
+    lines.push(`The bench's process, hub started, before any export: ${idle(r.idleProcess)}.`);
     lines.push('');
   }
   const t = r.targets;

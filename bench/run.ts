@@ -7,16 +7,9 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { HUB_HEAP_FLAG, HUB_MALLOC_ENV } from './support/hub-flags.js';
 
 const BENCHES = ['ingest', 'deliver', 'api', 'search', 'export', 'workflows'] as const;
-/**
- * The V8 flag and the allocator setting the hub's executables run it with (bin/svc-hub.js, `npm
- * start`, the image's ENTRYPOINT and ENV; docs/operations.md "The hub's process"): each bench runs
- * its hub in its own process, so it takes the same ones (and the `bench:<name>` scripts of
- * package.json too).
- */
-const HUB_HEAP_FLAG = '--max-semi-space-size=64';
-const HUB_MALLOC_ENV = { MALLOC_MMAP_THRESHOLD_: '131072' };
 
 const asked = process.argv.slice(2);
 const unknown = asked.filter((name) => !(BENCHES as readonly string[]).includes(name));

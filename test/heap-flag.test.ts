@@ -31,10 +31,14 @@ describe('the hub process\'s young generation and allocator', () => {
     const benches = Object.entries(scripts).filter(([name]) => name.startsWith('bench:') && name !== 'bench:report');
     expect(benches.length).toBeGreaterThanOrEqual(6);
     for (const [, command] of benches) expect(command).toMatch(new RegExp(`^${MALLOC} tsx ${FLAG} bench/\\w+\\.ts$`));
-    const run = readFileSync(join(ROOT, 'bench', 'run.ts'), 'utf8');
-    expect(run).toContain(`const HUB_HEAP_FLAG = '${FLAG}';`);
+    // `npm run bench` starts every bench, and the export bench each size's process, with the flags of bench/support/hub-flags.ts.
+    const flags = readFileSync(join(ROOT, 'bench', 'support', 'hub-flags.ts'), 'utf8');
+    expect(flags).toContain(`export const HUB_HEAP_FLAG = '${FLAG}';`);
     const [name, value] = MALLOC.split('=');
-    expect(run).toContain(`const HUB_MALLOC_ENV = { ${name}: '${value}' };`);
+    expect(flags).toContain(`export const HUB_MALLOC_ENV = { ${name}: '${value}' };`);
+    for (const bench of ['run.ts', 'export.ts']) {
+      expect(readFileSync(join(ROOT, 'bench', bench), 'utf8')).toContain(`import { HUB_HEAP_FLAG, HUB_MALLOC_ENV } from './support/hub-flags.js';`);
+    }
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
     expect(dockerfile.match(/^ENTRYPOINT (.*)$/m)?.[1]).toBe(`["node", "${FLAG}", "bin/svc-hub.js"]`);
     // In the runtime stage (after its FROM), where the ENTRYPOINT is.
