@@ -238,6 +238,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     maxAnswerBytes: config.int('svc.analytic.max-answer-bytes'),
     analyticMemory: {
       workMemKb: pgMemoryKb(config.string('svc.analytic.work-mem')),
+      statementMemoryKb: pgMemoryKb(config.string('svc.analytic.statement-memory')),
       // Only where the application role may set it (the start warned otherwise).
       tempFileLimitKb: database.tempFileLimitSettable ? pgMemoryKb(config.string('svc.analytic.temp-file-limit')) : undefined,
     },

@@ -123,8 +123,8 @@ export interface AnalyticDeps {
   statementTimeoutMs: number;
   /** `svc.analytic.max-answer-bytes`. */
   maxAnswerBytes: number;
-  /** The statement's work_mem and temp_file_limit in kB (`svc.analytic.work-mem`, `svc.analytic.temp-file-limit`; run.ts, RunOptions). */
-  memory?: { workMemKb?: number; tempFileLimitKb?: number };
+  /** The statement's work_mem, temp_file_limit and memory of all its sorts and hashes in kB (`svc.analytic.work-mem`, `svc.analytic.temp-file-limit`, `svc.analytic.statement-memory`; run.ts, RunOptions). */
+  memory?: { workMemKb?: number; tempFileLimitKb?: number; statementMemoryKb?: number };
   /** Queries at once, in all and per tenant (`svc.analytic.concurrency[-per-tenant]`); none: unbounded. */
   gate?: AnalyticGate;
 }

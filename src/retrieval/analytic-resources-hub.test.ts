@@ -7,7 +7,7 @@ import { grantAnalyticExt } from '../db/roles.js';
 import type { SchemaCard } from './analytic/schema-card.js';
 
 /**
- * `svc.analytic.temp-file-limit` from the hub's configuration to the analytic statement, through the HTTP API: a
+ * `svc.analytic.temp-file-limit` and `svc.analytic.statement-memory` from the hub's configuration to the analytic statement, through the HTTP API: a
  * started hub (its migrations granted the application role SET on temp_file_limit: the test server's owner is a
  * superuser), a scripted stand-in for an OpenAI-compatible chat completions server (test/harness/chat-model.ts: no
  * language model runs here) answering one SELECT whose sort spills past the limit, over real PostgreSQL.
@@ -22,16 +22,24 @@ const SQL = "select count(distinct a.n::text || '-' || b.n::text || '-' || c.n::
 /** A statement PostgreSQL itself refuses (SQLSTATE 22012) once it runs. */
 const ZERO = 'select 1 / (count(*) - count(*)) as x from ext.nums';
 const COUNT = 'select count(*) as n from ext.nums';
+/** Four arms, each grouping and sorting: past the 6 sorts and hashes of 24MB at 4MB each (with the bounded answer's two). */
+const ARMS = Array.from({ length: 4 }, (_, i) => `(select n + ${i} as k, count(*) as c from ext.nums group by 1 order by 2 desc, 1 limit 1)`).join(' union all ');
 
 let model: ChatModel;
 let hub: TestHub;
 
 beforeAll(async () => {
-  model = await startChatModel({ script: (req) => `\`\`\`sql\n${JSON.stringify(req).includes('by zero') ? ZERO : JSON.stringify(req).includes('How many numbers') ? COUNT : SQL}\n\`\`\`` });
+  model = await startChatModel({
+    script: (req) => {
+      const asked = JSON.stringify(req);
+      return `\`\`\`sql\n${asked.includes('by zero') ? ZERO : asked.includes('How many numbers') ? COUNT : asked.includes('each arm') ? ARMS : SQL}\n\`\`\``;
+    },
+  });
   hub = await startTestHub({
     'svc.llm.base-url': model.url,
     'svc.llm.model': 'stand-in',
     'svc.analytic.temp-file-limit': '1MB',
+    'svc.analytic.statement-memory': '24MB',
     'svc.analytic.statement-timeout': '30s',
     'svc.analytic.concurrency': 1,
     'svc.analytic.concurrency-per-tenant': 1,
@@ -67,6 +75,21 @@ describe('svc.analytic.temp-file-limit through the API', () => {
       rowCount: 0,
       rows: [],
     });
+  }, 60_000);
+
+  it('refuses a plan of more sorts and hashes than svc.analytic.statement-memory holds, naming it (HTTP 200), and runs a smaller one', async () => {
+    const client = devClient(hub.url, T);
+    const res = await client.post('/api/platform/rag/chat', { question: 'The top of each arm?', mode: 'analytic', scope: 'sales' });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      answer: expect.stringMatching(
+        /^Refused \(guard 5\): The query's plan has \d+ sorts, hashes and buffers of rows, each holding up to 4MB \(svc\.analytic\.work-mem\): more than the 6 that fit in the 24MB one query may hold \(svc\.analytic\.statement-memory\)\. Sort, group and join fewer times\.$/,
+      ),
+      sql: ARMS,
+      rowCount: 0,
+      rows: [],
+    });
+    expect((await client.post('/api/platform/rag/chat', { question: 'How many numbers?', mode: 'analytic', scope: 'sales' })).body).toMatchObject({ rowCount: 1, rows: [{ n: 100 }] });
   }, 60_000);
 
   it('gives back the gate and the connection after each statement PostgreSQL refuses: past svc.analytic.concurrency of them, a query still runs at once', async () => {

@@ -28,8 +28,8 @@ export interface RetrievalDeps {
   statementTimeoutMs: number;
   /** The largest answer of an analytic query, in bytes (`svc.analytic.max-answer-bytes`; default 4 MiB). */
   maxAnswerBytes?: number;
-  /** An analytic query's work_mem and temp_file_limit in kB (`svc.analytic.work-mem`, `svc.analytic.temp-file-limit`); default 4MB and none. */
-  analyticMemory?: { workMemKb?: number; tempFileLimitKb?: number };
+  /** An analytic query's work_mem, temp_file_limit and memory of all its sorts and hashes in kB (`svc.analytic.work-mem`, `svc.analytic.temp-file-limit`, `svc.analytic.statement-memory`); default 4MB, none and 512MB. */
+  analyticMemory?: { workMemKb?: number; tempFileLimitKb?: number; statementMemoryKb?: number };
   /** Analytic queries at once, in all and per tenant (`svc.analytic.concurrency[-per-tenant]`); default 4 and 2. */
   analyticConcurrency?: { total: number; perTenant: number };
   /** The documents of the platform corpus (the composition root knows the OpenAPI document). */

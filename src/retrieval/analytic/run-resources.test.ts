@@ -3,6 +3,8 @@ import pg from 'pg';
 import { type MigratedDatabase, migratedDatabase, TEST_ROLES } from '../../../test/harness/database.js';
 import { Database } from '../../db/database.js';
 import { roleUrl, tempFileLimitCheck } from '../../db/roles.js';
+import { guardQuery } from './guards.js';
+import { memoryParts } from './plan-memory.js';
 import { AnalyticRefusal } from './refusal.js';
 import { runReadOnly } from './run.js';
 
@@ -122,6 +124,80 @@ describe('runReadOnly: the resources of one statement', () => {
     });
     // The same sort within the limit completes (on disk: 1,000,000 rows are more than 4MB of work_mem).
     expect((await runReadOnly(t.db, 7, crossJoin, { ...options, tempFileLimitKb: 1024 * 1024 })).rows).toHaveLength(10);
+  }, 60_000);
+
+  it('counts the parts of a plan that hold work_mem each, on the plans PostgreSQL makes', async () => {
+    // Each with the planner held to one plan shape, so that what is counted is known.
+    const cases: [string, string, number][] = [
+      ['', 'select id from ext_t7.big where id = 5', 0],
+      ['', 'select pad from ext_t7.big order by pad', 1],
+      ['set local enable_mergejoin = off; set local enable_nestloop = off;', 'select count(*) from ext_t7.big a join ext_t7.big b on b.id = a.id + 1', 1],
+      ['', 'select pad from ext_t7.big where id not in (select id from ext_t7.big where id < 100)', 1],
+      // One buffer for the CTE's rows, however many read it.
+      ['', 'with c as materialized (select id from ext_t7.big where id < 10) select (select count(*) from c) + (select count(*) from c) as n', 1],
+      // Three aggregates sorting their own input (none presorted: no Sort node below them).
+      ['set local enable_presorted_aggregate = off;', "select count(distinct pad), string_agg(pad, ',' order by id), percentile_cont(0.5) within group (order by id) from ext_t7.big", 3],
+      ['', 'select rank() over (order by pad) from ext_t7.big', 2],
+      ['set local enable_hashagg = off;', 'select id % 7, id % 5, count(*) from ext_t7.big group by grouping sets ((id % 7), (id % 5))', 2],
+      ['set local enable_sort = off;', 'select pad from ext_t7.big except select pad from ext_t7.big where id < 10', 1],
+      ['set local enable_sort = off;', 'select count(*) from (select pad, count(*) from ext_t7.big group by pad) g', 1],
+    ];
+    const counted: [string, number][] = [];
+    for (const [settings, sql] of cases) {
+      await t.owner.query('begin');
+      try {
+        const results = (await t.owner.query(`set local max_parallel_workers_per_gather = 0; ${settings} explain (verbose, format json) ${sql}`)) as unknown as pg.QueryResult[];
+        counted.push([sql, memoryParts(results[results.length - 1]!.rows[0]['QUERY PLAN'][0].Plan)]);
+      } finally {
+        await t.owner.query('rollback');
+      }
+    }
+    expect(counted).toEqual(cases.map(([, sql, parts]) => [sql, parts]));
+  });
+
+  it('refuses, before it runs, a plan of more sorts and hashes than svc.analytic.statement-memory holds at svc.analytic.work-mem each; runs it where they fit', async () => {
+    await t.owner.query(`create table if not exists ext_t7.small as select g as id, 7::bigint as tenant_id, md5(g::text) as name from generate_series(1, 3000) g;
+      alter table ext_t7.small enable row level security;
+      drop policy if exists tenant_isolation on ext_t7.small;
+      create policy tenant_isolation on ext_t7.small using (tenant_id = core.current_tenant());
+      grant select on ext_t7.small to ${TEST_ROLES.app}, ${TEST_ROLES.analytic};
+      analyze ext_t7.small`);
+    // 100 arms of a UNION (100 relations, guard 2's most), each grouping and sorting: each arm keeps its sort and its
+    // group's memory until the statement ends. Over a table of 60,000 rows of 64 characters, such a statement took a
+    // backend from 6 MB to 580 MB at 4MB of work_mem.
+    const arms = Array.from({ length: 100 }, (_, i) => `(select name || '${i}' as k, count(*) as c from ext.small group by 1 order by 2 desc, 1 limit 1)`);
+    const guarded = await guardQuery(arms.join(' union all '), { scope: 's', relations: [{ name: 'ext.small', columns: [{ name: 'name', type: 'text' }] }] }, { resolveRelation: () => '"ext_t7"."small"' });
+    expect(guarded).toMatchObject({ ok: true });
+    if (!guarded.ok) return;
+    const scans = async () => {
+      await t.db.answerWithin('select pg_stat_force_next_flush()', 5000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const { rows } = await t.owner.query<{ n: string }>("select seq_scan::text as n from pg_stat_user_tables where relid = 'ext_t7.small'::regclass");
+      return Number(rows[0]!.n);
+    };
+    const refusedWith = async (extra: { statementMemoryKb?: number }) => {
+      const err = await runReadOnly(t.db, 7, guarded.sql, { ...options, ...extra }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(AnalyticRefusal);
+      return err as AnalyticRefusal;
+    };
+    const before = await scans();
+    const refused = await refusedWith({});
+    expect(refused.guard).toBe(5);
+    const parts = Number(/^The query's plan has (\d+) /.exec(refused.message)?.[1]);
+    // A sort and a group per arm at least, and the bounded answer's two buffers.
+    expect(parts).toBeGreaterThanOrEqual(202);
+    expect(refused.message).toBe(
+      `The query's plan has ${parts} sorts, hashes and buffers of rows, each holding up to 4MB (svc.analytic.work-mem): more than the 128 that fit in the 512MB one query may hold (svc.analytic.statement-memory). Sort, group and join fewer times.`,
+    );
+    // Refused on its plan: no arm read the table.
+    expect(await scans()).toBe(before);
+    // One part short of the budget: refused, naming what fits; at the budget, it runs.
+    expect((await refusedWith({ statementMemoryKb: (parts - 1) * 4096 })).message).toContain(`more than the ${parts - 1} that fit in the ${(parts - 1) * 4}MB one query may hold`);
+    expect((await runReadOnly(t.db, 7, guarded.sql, { ...options, statementMemoryKb: parts * 4096 })).rowCount).toBe(100);
+    expect(await scans()).toBe(before + 100);
   }, 60_000);
 
   it('says at start whether the application role may set temp_file_limit (the migrations granted it here), and warns when it may not', async () => {

@@ -6,6 +6,7 @@ import { type CommitHook, type Database, runWithCommitHook } from '../../db/data
 import { loggableMessage } from '../../observability/database-errors.js';
 import { logger } from '../../observability/logger.js';
 import { GuardRefusal } from './ast.js';
+import { memoryParts } from './plan-memory.js';
 import { AnalyticRefusal } from './refusal.js';
 import { checkStatementShape } from './statement-shape.js';
 
@@ -38,6 +39,12 @@ export interface RunOptions {
    * own limit then holds alone. A lower limit of the server's holds too.
    */
   tempFileLimitKb?: number;
+  /**
+   * The most memory the statement's plan may hold at once, in kilobytes (`svc.analytic.statement-memory`); default
+   * DEFAULT_STATEMENT_MEMORY_KB. Its sorts, hashes and buffers of rows (plan-memory.ts, memoryParts) each hold up to
+   * `workMemKb`: a plan with more of them than fit is refused (guard 5) before it runs.
+   */
+  statementMemoryKb?: number;
 }
 
 /** hash_mem_multiplier 1 for the transaction: a hash holds work_mem, not twice it (PostgreSQL 13 and later have the setting; before, a hash held work_mem). */
@@ -45,6 +52,14 @@ const HASH_MEM_ONCE = "select pg_catalog.set_config(name, '1', true) from pg_cat
 
 /** PostgreSQL's own default work_mem (4MB), set explicitly so that a server configured with a larger one does not multiply it. */
 export const DEFAULT_WORK_MEM_KB = 4096;
+
+/** `svc.analytic.statement-memory`'s default (512MB): 128 sorts and hashes at the default work_mem. */
+export const DEFAULT_STATEMENT_MEMORY_KB = 512 * 1024;
+
+/** The refusal of a plan holding more sorts, hashes and buffers of work_mem than the statement's memory takes. */
+function planMemoryRefusal(parts: number, allowed: number, workMemKb: number, statementMemoryKb: number): string {
+  return `The query's plan has ${parts} sorts, hashes and buffers of rows, each holding up to ${memoryText(workMemKb)} (svc.analytic.work-mem): more than the ${allowed} that fit in the ${memoryText(statementMemoryKb)} one query may hold (svc.analytic.statement-memory). Sort, group and join fewer times.`;
+}
 
 export interface RunResult {
   rows: Record<string, unknown>[];
@@ -123,9 +138,10 @@ let loaded: Promise<void> | undefined;
  * itself (QUERY_FAILURE) becomes an AnalyticRefusal of guard 5; any other error is thrown as it is.
  */
 export async function runReadOnly(db: Database, tenantId: number, sql: string, options: RunOptions): Promise<RunResult> {
-  const { timeoutMs, maxRows, maxBytes, signal, workMemKb = DEFAULT_WORK_MEM_KB, tempFileLimitKb } = options;
+  const { timeoutMs, maxRows, maxBytes, signal, workMemKb = DEFAULT_WORK_MEM_KB, tempFileLimitKb, statementMemoryKb = DEFAULT_STATEMENT_MEMORY_KB } = options;
   if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) throw new Error(`timeoutMs must be a positive integer, not ${timeoutMs}`);
   if (!Number.isSafeInteger(workMemKb) || workMemKb < 64) throw new Error(`workMemKb must be an integer of at least 64, not ${workMemKb}`);
+  if (!Number.isSafeInteger(statementMemoryKb) || statementMemoryKb < 64) throw new Error(`statementMemoryKb must be an integer of at least 64, not ${statementMemoryKb}`);
   if (tempFileLimitKb !== undefined && (!Number.isSafeInteger(tempFileLimitKb) || tempFileLimitKb < 0)) {
     throw new Error(`tempFileLimitKb must be a non-negative integer, not ${tempFileLimitKb}`);
   }
@@ -151,16 +167,29 @@ export async function runReadOnly(db: Database, tenantId: number, sql: string, o
           `set transaction read only; set local statement_timeout = ${timeoutMs}; set local max_parallel_workers_per_gather = 0; set local work_mem = ${workMemKb}; ${HASH_MEM_ONCE}${tempFiles}set local search_path = pg_catalog; set local standard_conforming_strings = on; set local role ${pg.escapeIdentifier(db.analyticRole)}; select pg_backend_pid() as pid`,
         )) as unknown as pg.QueryResult<{ pid: number }>[];
         const pid = opened[opened.length - 1]!.rows[0]!.pid;
+        const started = performance.now();
         let rows: Record<string, unknown>[];
         try {
           signal?.throwIfAborted();
-          rows = (
-            await cancelledOnAbort(db, pid, timeoutMs, signal, () =>
-              tx.query<Record<string, unknown>>(bounded(sql, maxRows, maxBytes), undefined, { types: EXACT_TYPES }),
-            )
-          ).rows;
+          const statement = bounded(sql, maxRows, maxBytes);
+          rows = await cancelledOnAbort(db, pid, timeoutMs, signal, async () => {
+            // The plan first (EXPLAIN plans without running): past the statement's memory it never runs. Then the
+            // statement, within what is left of the timeout, planning included.
+            const explained = await tx.query<{ 'QUERY PLAN': { Plan: unknown }[] }>(`explain (verbose, format json) ${statement}`);
+            const parts = memoryParts(explained.rows[0]!['QUERY PLAN'][0]!.Plan);
+            const allowed = Math.max(1, Math.floor(statementMemoryKb / workMemKb));
+            if (parts > allowed) throw new AnalyticRefusal(5, planMemoryRefusal(parts, allowed, workMemKb, statementMemoryKb), sql);
+            const left = Math.ceil(timeoutMs - (performance.now() - started));
+            if (left < 1) throw new AnalyticRefusal(5, REFUSALS['57014']!(timeoutMs), sql);
+            signal?.throwIfAborted();
+            const results = (await tx.query(`set local statement_timeout = ${left}; ${statement}`, undefined, { types: EXACT_TYPES })) as unknown as pg.QueryResult<
+              Record<string, unknown>
+            >[];
+            return results[results.length - 1]!.rows;
+          });
         } catch (err) {
           if (signal?.aborted) throw signal.reason;
+          if (err instanceof AnalyticRefusal) throw err;
           const code = (err as { code?: unknown }).code;
           if (code === ANSWER_TOO_LARGE) throw new AnalyticRefusal(5, (err as Error).message, sql);
           const refusal = typeof code === 'string' ? REFUSALS[code] : undefined;
