@@ -71,3 +71,54 @@ describe('a platform corpus rebuild the database refuses', () => {
     expect(logs.lines().filter((l) => l.msg === 'platform corpus rebuilt')).toMatchObject([{ chunks: 1, changed: 1, removed: 0 }]);
   });
 });
+
+/**
+ * A tenant's connector may be named `system`, the platform corpus's name: the corpora list counts the two apart (the
+ * tenant's chunks were added to the platform's in one entry, and a scope-bound user granted the connector's tag was
+ * told the platform's count with its own).
+ */
+describe('the corpora list with a tenant corpus named system', () => {
+  const T = 5;
+  let t: MigratedDatabase;
+  let retrieval: RetrievalServices;
+
+  beforeAll(async () => {
+    t = await migratedDatabase({ [T]: 'five' });
+    retrieval = createRetrievalServices({
+      db: t.db,
+      embedding: undefined,
+      chat: undefined,
+      statementTimeoutMs: 5000,
+      platformDocuments: () => [1, 2, 3].map((i) => ({ key: `doc:${i}`, content: `an endpoint of the API ${i}` })),
+      memoryBudgetBytes: 16 * 1024 * 1024,
+      embedBatch: 100,
+      vectorSearch: 'memory',
+    });
+    retrieval.reindex();
+    await retrieval.idle();
+    // Two chunks of the tenant's connector `system` (tag ops), one of its connector `crm` (no tag).
+    await t.owner.query(
+      `insert into retrieval.chunks (tenant_id, corpus, scopes, row_hash, table_name, external_id, content) values
+         (${T}, 'system', '{ops}', md5('a'), 'ext.hosts', 'a', 'ext.hosts a'), (${T}, 'system', '{ops}', md5('b'), 'ext.hosts', 'b', 'ext.hosts b'),
+         (${T}, 'crm', '{}', md5('c'), 'ext.partners', 'c', 'ext.partners c')`,
+    );
+  });
+
+  afterAll(async () => {
+    await retrieval?.close();
+    await t?.close();
+  });
+
+  it("lists the tenant's corpus system and the platform corpus apart, each with its own chunks", async () => {
+    expect(await retrieval.corpora(T, undefined)).toEqual([
+      { name: 'crm', chunkCount: 1 },
+      { name: 'system', chunkCount: 2 },
+      { name: 'system', chunkCount: 3 },
+    ]);
+    // The platform corpus carries no tag: a user granted ops sees the tenant's corpus alone, with its own count.
+    expect(await retrieval.corpora(T, ['ops'])).toEqual([{ name: 'system', chunkCount: 2 }]);
+    // Another tenant sees the platform corpus alone.
+    await t.owner.query(`insert into core.tenants (id, code, name) values (${T + 1}, 'six', 'six')`);
+    expect(await retrieval.corpora(T + 1, undefined)).toEqual([{ name: 'system', chunkCount: 3 }]);
+  });
+});

@@ -241,11 +241,12 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
   async function corpora(tenantId: number, granted: string[] | undefined): Promise<CorpusEntry[]> {
     const { rows } = await db.withTenant(tenantId, (tx) =>
       tx.query<{ name: string; chunks: number; tags: string[] }>(
-        // One row per chunk and tag: counted by id, a chunk of two tags counted once (it counted twice).
+        // One row per chunk and tag: counted by id, a chunk of two tags counted once (it counted twice). The platform
+        // corpus apart from a corpus of the tenant's of the same name (a connector named `system`), after it.
         `select corpus as name, count(distinct id)::int as chunks, coalesce(array_agg(distinct s) filter (where s is not null), '{}') as tags
            from retrieval.chunks left join lateral unnest(scopes) as s on true
           where tenant_id = $1 or (tenant_id = $2 and corpus = $3)
-          group by corpus order by corpus`,
+          group by corpus, tenant_id order by corpus, tenant_id = $2`,
         [tenantId, PLATFORM_TENANT, PLATFORM_CORPUS],
       ),
     );
