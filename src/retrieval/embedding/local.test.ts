@@ -1,4 +1,5 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
+import { EmbeddingUnavailable } from './errors.js';
 import { LocalEmbedding } from './local.js';
 
 /** The largest gap between 5 ms timer ticks while `work` ran: how long the event loop was held at once. */
@@ -98,5 +99,28 @@ describe('LocalEmbedding (the bundled sentence encoder)', () => {
     await local.close();
     expect((await local.embed(['two']))[0]!.length).toBe(512);
     await local.close();
+  });
+
+  it('answers a call made while it closes from the new worker: only the closed worker\'s calls fail, none is left waiting', async () => {
+    const local = new LocalEmbedding();
+    try {
+      await local.embed(['warm']);
+      const during = local.embed(texts).then(
+        () => 'answered',
+        (err: unknown) => err,
+      );
+      const closing = local.close();
+      // The old worker's exit comes after this call has started a new one: it failed with the old worker's
+      // "exit code 1" (one map of waiting calls for both workers).
+      const after = local.embed(['asked while the old worker stops']);
+      await closing;
+      const old = await during;
+      expect(old).toBeInstanceOf(EmbeddingUnavailable);
+      expect((old as Error).message).toMatch(/the local sentence encoder's worker stopped/);
+      expect((await after)[0]!.length).toBe(512);
+      expect((await local.embed(['and then']))[0]!.length).toBe(512);
+    } finally {
+      await local.close();
+    }
   });
 });

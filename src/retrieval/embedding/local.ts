@@ -98,51 +98,62 @@ class InThread implements Backend {
 
 /** The worker: started on first use (startWorker: local-worker.ts or .js), the model loaded in it once. */
 class InWorker implements Backend {
-  private worker: Worker | undefined;
+  /**
+   * The worker running now and the calls waiting for its answers: each worker its own, so a worker that stops (closed,
+   * or failed) fails its own calls only, never those of the worker started after it (a call made while it closed).
+   */
+  private current: { worker: Worker; pending: Map<number, Waiting> } | undefined;
   private nextId = 1;
 
   get started(): boolean {
-    return this.worker !== undefined;
+    return this.current !== undefined;
   }
-  private readonly pending = new Map<number, { resolve: (v: Float32Array[]) => void; reject: (e: Error) => void }>();
 
   encode(texts: string[]): Promise<Float32Array[]> {
-    const worker = this.start();
+    const { worker, pending } = this.start();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
+      pending.set(id, { resolve, reject });
       worker.ref();
       worker.postMessage({ id, texts } satisfies EmbedRequest);
     });
   }
 
   async close(): Promise<void> {
-    const worker = this.worker;
-    this.worker = undefined;
-    if (worker) await worker.terminate();
+    const closing = this.current;
+    this.current = undefined;
+    // Its calls are failed by its exit.
+    if (closing) await closing.worker.terminate();
   }
 
-  private start(): Worker {
-    if (this.worker) return this.worker;
+  private start(): { worker: Worker; pending: Map<number, Waiting> } {
+    if (this.current) return this.current;
     const worker = startWorker(import.meta.url, './local-worker');
+    const pending = new Map<number, Waiting>();
+    const current = { worker, pending };
     worker.on('message', (response: EmbedResponse) => {
-      const waiting = this.pending.get(response.id);
+      const waiting = pending.get(response.id);
       if (!waiting) return;
-      this.pending.delete(response.id);
+      pending.delete(response.id);
       if ('error' in response) waiting.reject(new EmbeddingUnavailable('model', `the local sentence encoder failed: ${response.error}`));
       // Copied into this thread's own Float32Array (2 KiB a text): what arrives was made by the
       // structured clone in the main realm, which a test runner's sandbox does not share.
       else waiting.resolve(response.vectors.map((v) => Float32Array.from(v)));
-      if (this.pending.size === 0) worker.unref();
+      if (pending.size === 0) worker.unref();
     });
     const fail = (err: Error) => {
-      if (this.worker === worker) this.worker = undefined;
-      for (const { reject } of this.pending.values()) reject(new EmbeddingUnavailable('model', `the local sentence encoder's worker stopped: ${err.message}`, { cause: err }));
-      this.pending.clear();
+      if (this.current === current) this.current = undefined;
+      for (const { reject } of pending.values()) reject(new EmbeddingUnavailable('model', `the local sentence encoder's worker stopped: ${err.message}`, { cause: err }));
+      pending.clear();
     };
     worker.on('error', fail);
     worker.on('exit', (code) => fail(new Error(`exit code ${code}`)));
-    this.worker = worker;
-    return worker;
+    this.current = current;
+    return current;
   }
+}
+
+interface Waiting {
+  resolve: (v: Float32Array[]) => void;
+  reject: (e: Error) => void;
 }
