@@ -223,6 +223,41 @@ describe('migrations', () => {
     }
   }, 60_000);
 
+  it('a file marked svc:no-transaction dropping an index gives way to a long transaction using its table (lock_timeout), and is applied once that transaction has ended', async () => {
+    const url = await createTestDatabase();
+    const first = { 'V1__t.sql': 'create table demo.t (x int); create index t_x on demo.t (x); insert into demo.t values (1);' };
+    await migrate(url, roles, [{ schema: 'demo', dir: folder(first) }]);
+    const dir = folder({ ...first, 'V2__drop_t_x.sql': '-- svc:no-transaction\ndrop index concurrently if exists demo.t_x;\n' });
+    const reader = new pg.Client({ connectionString: url });
+    const live = new pg.Client({ connectionString: url });
+    await reader.connect();
+    await live.connect();
+    const logs = captureLogs('warn');
+    try {
+      // A long reader (an export's snapshot, a report) holding the table and its index.
+      await reader.query('begin');
+      await reader.query('select count(*) from demo.t where x = 1');
+      const migrating = migrate(url, roles, [{ schema: 'demo', dir }], { lockTimeoutMs: 500 });
+      // Was: waited for the reader without a bound, and then took the index exclusively, which every
+      // statement on the table planned meanwhile (each locks the table's indexes) queued behind.
+      await until('the drop to give way', () => logs.lines().some((l) => String(l.msg).startsWith('migration V2__drop_t_x.sql gave way')), 30_000);
+      expect(logs.lines().find((l) => String(l.msg).startsWith('migration V2__drop_t_x.sql gave way'))?.msg).toBe(
+        'migration V2__drop_t_x.sql gave way to a transaction holding a lock it needs (waited 500 ms, so as not to hold up the statements queued behind it): trying again in 1000 ms',
+      );
+      await live.query("set statement_timeout = '5s'");
+      for (let i = 0; i < 3; i++) await live.query('insert into demo.t values (2)');
+      expect((await live.query('select count(*)::int as n from demo.t where x = 2')).rows).toEqual([{ n: 3 }]);
+      await reader.query('commit');
+      expect(await migrating).toBe(1);
+      expect((await query(url, "select indexname from pg_indexes where schemaname = 'demo'")).rows).toEqual([]);
+    } finally {
+      logs.restore();
+      await reader.query('rollback').catch(() => undefined);
+      await reader.end();
+      await live.end();
+    }
+  }, 60_000);
+
   it('refuses a file marked svc:no-transaction that is not one concurrent index statement', () => {
     for (const sql of ['create index t_x on demo.t (x);', 'create index concurrently if not exists a on demo.t (x); create index concurrently if not exists b on demo.t (x);', 'alter table demo.t add column y int;']) {
       const dir = folder({ 'V1__x.sql': `-- svc:no-transaction\n${sql}\n` });

@@ -1,11 +1,11 @@
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { StartRefused } from '../errors.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
+import { buildIndexConcurrently, dropIndexGivingWay, type GiveWay, inTransactionGivingWay, untilDone } from './give-way.js';
 import { packageRoot } from '../package-root.js';
 import { ownClient, startInterrupt } from './pool.js';
 import { ensureRoles, grantAnalyticExt, grantSchema, keepSetConfigFromAnalytic, letAppSetTempFileLimit, type RoleNames } from './roles.js';
@@ -48,8 +48,8 @@ export interface MigrationFile {
   file: string;
   sql: string;
   checksum: string;
-  /** A file marked `-- svc:no-transaction`: one index built or dropped `concurrently`, outside a transaction (CONCURRENT_FILE). */
-  concurrent?: { schema: string; index: string };
+  /** A file marked `-- svc:no-transaction`: one index built or dropped (`drop`) `concurrently`, outside a transaction (CONCURRENT_FILE). */
+  concurrent?: { schema: string; index: string; drop?: true };
 }
 
 /**
@@ -65,7 +65,7 @@ const CONCURRENT_FILE =
   /^\s*(?:create\s+(?:unique\s+)?index\s+concurrently\s+if\s+not\s+exists\s+([a-z_][a-z0-9_]*)\s+on\s+(?:only\s+)?([a-z_][a-z0-9_]*)\.[a-z_][a-z0-9_]*\b|drop\s+index\s+concurrently\s+if\s+exists\s+([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\b)[^;]*;?\s*$/i;
 
 /** What a `-- svc:no-transaction` file builds or drops; throws naming the file when it is not one such statement. */
-function concurrentStatement(sql: string, where: string): { schema: string; index: string } {
+function concurrentStatement(sql: string, where: string): { schema: string; index: string; drop?: true } {
   const statement = sql
     .split('\n')
     .filter((line) => !/^\s*--/.test(line))
@@ -76,7 +76,7 @@ function concurrentStatement(sql: string, where: string): { schema: string; inde
       `migration ${where} is marked svc:no-transaction but is not one statement 'create [unique] index concurrently if not exists <name> on <schema>.<table> …' or 'drop index concurrently if exists <schema>.<name>' (names unquoted)`,
     );
   }
-  return match[1] ? { index: match[1].toLowerCase(), schema: match[2]!.toLowerCase() } : { schema: match[3]!.toLowerCase(), index: match[4]!.toLowerCase() };
+  return match[1] ? { index: match[1].toLowerCase(), schema: match[2]!.toLowerCase() } : { schema: match[3]!.toLowerCase(), index: match[4]!.toLowerCase(), drop: true };
 }
 
 export interface SchemaStatus {
@@ -89,14 +89,12 @@ export interface SchemaStatus {
 const LOCK_KEY = 'svc-hub:migrations';
 /**
  * How long a migration waits for a lock on a table a live hub uses (`lock_timeout`) before it
- * gives way and tries again (MIGRATION_RETRY_MS). PostgreSQL queues every later request for that
+ * gives way and tries again (src/db/give-way.ts, `inTransactionGivingWay`). PostgreSQL queues every later request for that
  * table behind a lock requested and not yet granted: an `alter table` waiting for a long transaction
  * (an export's snapshot, a slow report) stalled every statement of the live pods on that table for
  * as long. Given way, they run on; the migration's wait is the sum of its tries.
  */
 export const MIGRATION_LOCK_TIMEOUT_MS = 2_000;
-/** The pause between a migration's tries after it gave way (doubling up to 30 s). */
-const MIGRATION_RETRY_MS = 1_000;
 /** The longest pause between two tries of a start waiting for another process's migrations. */
 const LOCK_POLL_MAX_MS = 500;
 const FILE = /^V(\d+)__([\w-]+)\.sql$/;
@@ -168,10 +166,11 @@ export async function migrate(
       // and an index build `concurrently` (a `-- svc:no-transaction` file) of the holder waits for every
       // snapshot older than its own to end, so the two waited for each other and PostgreSQL failed one
       // ('deadlock detected': this start, or the build, left invalid). Each try ends at once.
-      for (let pause = 50; !(await client.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtext($1)) as locked', [LOCK_KEY])).rows[0]!.locked; pause = Math.min(pause * 2, LOCK_POLL_MAX_MS)) {
-        // Cut short by an interrupt: the next try then fails on the cut connection.
-        await sleep(pause, undefined, { signal: interrupt }).catch(() => undefined);
-      }
+      await untilDone(async () => (await client.query<{ locked: boolean }>('select pg_try_advisory_lock(hashtext($1)) as locked', [LOCK_KEY])).rows[0]!.locked, {
+        firstMs: 50,
+        maxMs: LOCK_POLL_MAX_MS,
+        signal: interrupt,
+      });
     }
     await client.query(HISTORY_DDL);
     if (roles) await ensureRoles(client, ownerUrl, roles);
@@ -194,36 +193,33 @@ export async function migrate(
         continue;
       }
       const started = Date.now();
-      if (file.concurrent) {
-        await applyConcurrently(client, file, started);
-        applied++;
-        logger().info({ schema: file.schema, version: file.version, ms: Date.now() - started }, `applied migration ${file.file}`);
-        continue;
-      }
-      for (let pause = MIGRATION_RETRY_MS; ; pause = Math.min(pause * 2, 30_000)) {
-        await client.query('begin');
-        try {
-          // Each lock the file asks for is waited for lockTimeoutMs at most (see MIGRATION_LOCK_TIMEOUT_MS).
-          await client.query(`set local lock_timeout = ${Math.max(1, Math.round(lockTimeoutMs))}`);
-          await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
-          await client.query(file.sql);
-          await recordApplied(client, file, started);
-          await client.query('commit');
-          break;
-        } catch (err) {
-          await client.query('rollback');
-          if ((err as { code?: string }).code === '55P03' && !interrupt?.aborted) {
-            logger().warn(
-              { schema: file.schema, version: file.version, err: loggableMessage(err) },
-              `migration ${file.file} gave way to a transaction holding a lock it needs (waited ${lockTimeoutMs} ms, so as not to hold up the statements queued behind it): trying again in ${pause} ms`,
-            );
-            // Cut short by an interrupt: the next statement then fails on the cut connection.
-            await sleep(pause, undefined, { signal: interrupt }).catch(() => undefined);
-            continue;
-          }
-          // Printed and logged as it is: a value the database quotes (a row a data migration cannot convert) is masked.
-          throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${loggableMessage(err)}`, { cause: err });
+      // Each lock the file asks for is waited for lockTimeoutMs at most (see MIGRATION_LOCK_TIMEOUT_MS).
+      const giveWay: GiveWay = {
+        lockTimeoutMs,
+        signal: interrupt,
+        gaveWay: (err, pause) =>
+          logger().warn(
+            { schema: file.schema, version: file.version, err: loggableMessage(err) },
+            `migration ${file.file} gave way to a transaction holding a lock it needs (waited ${lockTimeoutMs} ms, so as not to hold up the statements queued behind it): trying again in ${pause} ms`,
+          ),
+      };
+      try {
+        if (file.concurrent) {
+          await applyConcurrently(client, file, started, giveWay);
+        } else {
+          await inTransactionGivingWay(
+            client,
+            async () => {
+              await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
+              await client.query(file.sql);
+              await recordApplied(client, file, started);
+            },
+            giveWay,
+          );
         }
+      } catch (err) {
+        // Printed and logged as it is: a value the database quotes (a row a data migration cannot convert) is masked.
+        throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${loggableMessage(err)}`, { cause: err });
       }
       applied++;
       logger().info({ schema: file.schema, version: file.version, ms: Date.now() - started }, `applied migration ${file.file}`);
@@ -263,30 +259,24 @@ async function recordApplied(client: pg.ClientBase, file: MigrationFile, started
 }
 
 /**
- * A `-- svc:no-transaction` file (CONCURRENT_FILE), outside a transaction: an invalid index of its
- * name (a build cut short before) is dropped first, then the statement runs, then the history
- * records it. A stop between the two leaves a valid index, which the next start's `if not exists`
- * finds. No lock_timeout: a concurrent build or drop waits for the transactions before it, and holds
- * none of the table's reads or writes meanwhile.
+ * A `-- svc:no-transaction` file (CONCURRENT_FILE), outside a transaction: a build (src/db/give-way.ts
+ * `buildIndexConcurrently`: an invalid index of its name, left by a build cut short before, dropped
+ * first; no lock_timeout, as a concurrent build holds none of the table's reads or writes) or a drop
+ * (`dropIndexGivingWay`: its waits bounded, given way to), then the history records it. A stop
+ * between the two leaves a valid index (or none), which the next start's `if [not] exists` finds.
  */
-async function applyConcurrently(client: pg.ClientBase, file: MigrationFile, started: number): Promise<void> {
-  const { schema, index } = file.concurrent!;
-  try {
-    await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
-    const invalid = await client.query(
-      `select 1 from pg_index i join pg_class c on c.oid = i.indexrelid join pg_namespace n on n.oid = c.relnamespace
-        where n.nspname = $1 and c.relname = $2 and not i.indisvalid`,
-      [schema, index],
-    );
-    if (invalid.rowCount) {
-      logger().warn({ schema, index }, `migration ${file.file}: index ${schema}.${index} was left invalid by a build cut short; dropped and built again`);
-      await client.query(`drop index concurrently if exists ${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(index)}`);
-    }
-    await client.query(file.sql);
-    await recordApplied(client, file, started);
-  } catch (err) {
-    throw new StartRefused(`migration ${file.schema} V${file.version} (${file.file}) failed: ${loggableMessage(err)}`, { cause: err });
+async function applyConcurrently(client: pg.ClientBase, file: MigrationFile, started: number, giveWay: GiveWay): Promise<void> {
+  const { schema, index, drop } = file.concurrent!;
+  await client.query(`create schema if not exists ${pg.escapeIdentifier(file.schema)}`);
+  if (drop) {
+    await dropIndexGivingWay(client, schema, index, giveWay);
+  } else {
+    await buildIndexConcurrently(client, schema, index, file.sql, {
+      ...giveWay,
+      leftInvalid: () => logger().warn({ schema, index }, `migration ${file.file}: index ${schema}.${index} was left invalid by a build cut short; dropped and built again`),
+    });
   }
+  await recordApplied(client, file, started);
 }
 
 /**
