@@ -6,6 +6,7 @@ import { roleUrl } from '../db/roles.js';
 import { PortUnavailable } from '../errors.js';
 import { createTestDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import { type PgvectorServer, startPgvectorServer } from '../../test/harness/pgvector.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { indexAll } from '../../test/harness/retrieval.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { embedPending } from './indexer.js';
@@ -166,6 +167,32 @@ describe('indexing and search', () => {
     expect(rows).toHaveLength(CHUNKS);
     for (const r of rows) expect(Float32Array.from(JSON.parse(r.vec) as number[])).toEqual(decodeVector(r.embedding));
     expect(await findPgvector(db, D)).toMatchObject({ indexed: true });
+  });
+
+  it('an index left invalid by a build cut short (the hub stopped during it) is dropped and built again by the next start, the vectors copied first', async () => {
+    // What a concurrent build cut short leaves: the index, marked invalid (never used by the planner).
+    const invalidate = (name: string) => owner.query(`update pg_index set indisvalid = false where indexrelid = ('retrieval.' || $1)::regclass`, [name]);
+    const valid = async () =>
+      (await owner.query(`select c.relname as name, i.indisvalid as valid from pg_index i join pg_class c on c.oid = i.indexrelid where c.relname like 'chunks_vec%' order by 1`)).rows;
+    await invalidate(hnswIndexName(D));
+    await invalidate('chunks_vec_missing');
+    await owner.query('update retrieval.chunks set vec = null where id in (select id from retrieval.chunks order by id limit 5)');
+    const logs = captureLogs('warn');
+    try {
+      await preparePgvector(owner, 'auto', D);
+      // Was: `create index if not exists` found the names and kept both invalid, for good: every search read every chunk.
+      expect(await valid()).toEqual([
+        { name: hnswIndexName(D), valid: true },
+        { name: 'chunks_vec_missing', valid: true },
+      ]);
+      expect(logs.lines().map((l) => l.msg)).toEqual([
+        'pgvector: index retrieval.chunks_vec_missing was left invalid by a build cut short; dropped and built again',
+        `pgvector: index retrieval.${hnswIndexName(D)} was left invalid by a build cut short; dropped and built again`,
+      ]);
+    } finally {
+      logs.restore();
+    }
+    expect((await owner.query('select count(*)::int as n from retrieval.chunks where vec is null')).rows[0].n).toBe(0);
   });
 
   it('the planner answers the search statement from the HNSW index', async () => {

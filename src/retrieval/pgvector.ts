@@ -1,5 +1,9 @@
 import pg from 'pg';
 import type { Database, Tx } from '../db/database.js';
+import { buildIndexConcurrently, dropIndexGivingWay, type GiveWay, inTransactionGivingWay, indexValid, untilDone } from '../db/give-way.js';
+import { MIGRATION_LOCK_TIMEOUT_MS } from '../db/migrations.js';
+import { startInterrupt } from '../db/pool.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { PortUnavailable } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import type { SearchFilter } from './store.js';
@@ -44,19 +48,48 @@ export interface PgvectorPrepared {
  * mode or without an embedding port (`dimensions` undefined). Throws in `pgvector` mode when the
  * database cannot have the extension.
  */
-export async function preparePgvector(owner: pg.ClientBase, mode: VectorSearchMode, dimensions: number | undefined): Promise<PgvectorPrepared> {
+export async function preparePgvector(
+  owner: pg.ClientBase,
+  mode: VectorSearchMode,
+  dimensions: number | undefined,
+  options: { lockTimeoutMs?: number } = {},
+): Promise<PgvectorPrepared> {
   if (mode === 'memory' || dimensions === undefined) return { version: undefined, reason: mode === 'memory' ? 'svc.retrieval.vector-search is memory' : 'no embedding port' };
+  const signal = startInterrupt();
   // Replicas starting together prepare one after the other (each step is idempotent, but two
-  // concurrent `create extension` or `create index` statements are not).
-  await owner.query(`select pg_advisory_lock(hashtext('svc-hub:pgvector'))`);
+  // concurrent `create extension` or `create index` statements are not). The lock is tried again
+  // and again, not waited for in one statement: a statement waiting holds a snapshot, which the
+  // holder's concurrent index build waits for, and the two would wait for each other until
+  // PostgreSQL failed one ('deadlock detected'), as for the migrations' lock.
+  await untilDone(async () => (await owner.query<{ locked: boolean }>(`select pg_try_advisory_lock(hashtext('svc-hub:pgvector')) as locked`)).rows[0]!.locked, {
+    firstMs: 50,
+    maxMs: 500,
+    signal,
+  });
   try {
-    return await prepareLocked(owner, mode, dimensions);
+    return await prepareLocked(owner, mode, dimensions, {
+      lockTimeoutMs: options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS,
+      signal,
+      gaveWay: (err, pause) =>
+        logger().warn(
+          { err: loggableMessage(err) },
+          `pgvector: gave way to a transaction holding a lock on retrieval.chunks it needs (waited ${options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS} ms, so as not to hold up the statements queued behind it): trying again in ${pause} ms`,
+        ),
+    });
   } finally {
-    await owner.query(`select pg_advisory_unlock(hashtext('svc-hub:pgvector'))`);
+    await owner.query(`select pg_advisory_unlock(hashtext('svc-hub:pgvector'))`).catch(() => undefined);
   }
 }
 
-async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimensions: number): Promise<PgvectorPrepared> {
+/**
+ * The steps, on a table live pods (of this version and the one before) read and write: as the
+ * migrations (docs/operations.md, "Upgrades: two versions side by side"), each step that needs a lock
+ * on `retrieval.chunks` holding up its statements (the column, the trigger, an index dropped) is
+ * taken only when there is something to do and waits for it `lockTimeoutMs` at most, then gives way
+ * and tries again; the indexes are built `concurrently`, holding none of its reads or writes, and one
+ * left invalid by a build cut short (the hub stopped) is dropped and built again.
+ */
+async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimensions: number, giveWay: GiveWay): Promise<PgvectorPrepared> {
   const refuse = (reason: string): PgvectorPrepared => {
     if (mode === 'pgvector') throw new Error(`svc.retrieval.vector-search is pgvector, but ${reason}`);
     return { version: undefined, reason };
@@ -75,7 +108,12 @@ async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimen
   );
   const { version, schema } = rows[0]!;
   const type = inExtension(schema, 'vector');
-  await owner.query(`alter table retrieval.chunks add column if not exists vec ${type}`);
+  // Looked for first: `alter table … add column if not exists` takes the table exclusively even
+  // when the column is there, and every start would queue the live pods' reads behind it.
+  const column = await owner.query(`select 1 from pg_attribute where attrelid = 'retrieval.chunks'::regclass and attname = 'vec' and not attisdropped`);
+  if (column.rowCount === 0) {
+    await inTransactionGivingWay(owner, async () => void (await owner.query(`alter table retrieval.chunks add column if not exists vec ${type}`)), giveWay);
+  }
   // `vec` follows its record: a statement changing `embedding` without writing `vec` (a text
   // changed, a model change clearing vectors, a process searching in process storing a new vector)
   // clears it, and fillVectorColumn copies the new record. Before, such a chunk kept its earlier
@@ -88,29 +126,44 @@ async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimen
   // Created once (no `create or replace trigger` before PostgreSQL 14); replicas prepare one after the other.
   const trigger = await owner.query(`select 1 from pg_trigger where tgrelid = 'retrieval.chunks'::regclass and tgname = 'chunks_vec_follows'`);
   if (trigger.rowCount === 0) {
-    await owner.query(`create trigger chunks_vec_follows before update of embedding on retrieval.chunks
-      for each row when (old.embedding is distinct from new.embedding and old.vec is not null) execute function retrieval.vec_follows_embedding()`);
+    await inTransactionGivingWay(
+      owner,
+      async () =>
+        void (await owner.query(`create trigger chunks_vec_follows before update of embedding on retrieval.chunks
+      for each row when (old.embedding is distinct from new.embedding and old.vec is not null) execute function retrieval.vec_follows_embedding()`)),
+      giveWay,
+    );
   }
   const index = hnswIndexName(dimensions);
   const others = await owner.query<{ name: string }>(
     `select indexname as name from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and starts_with(indexname, $2) and indexname <> $1`,
     [index, HNSW_INDEX_PREFIX],
   );
-  for (const { name } of others.rows) await owner.query(`drop index if exists retrieval.${pg.escapeIdentifier(name)}`);
+  for (const { name } of others.rows) await dropIndexGivingWay(owner, 'retrieval', name, giveWay);
   // Vectors of another length (an earlier model) cannot enter this index; the indexer embeds their chunks again.
   await owner.query(`update retrieval.chunks set vec = null where vec is not null and ${inExtension(schema, 'vector_dims')}(vec) <> $1`, [dimensions]);
+  const leftInvalid = (name: string) => () => logger().warn({ index: name }, `pgvector: index retrieval.${name} was left invalid by a build cut short; dropped and built again`);
   // What `fillVectorColumn` looks for at every indexer pass: without this index, a scan of every chunk.
-  await owner.query('create index if not exists chunks_vec_missing on retrieval.chunks (id) where vec is null and embedding is not null');
-  const exists = await owner.query(`select 1 from pg_indexes where schemaname = 'retrieval' and tablename = 'chunks' and indexname = $1`, [index]);
-  if (exists.rowCount === 0) {
-    // A first start with pgvector (or with a model of this length): the chunks embedded so far get
-    // `vec` before the index is built (one build instead of one graph insertion a row) and before
-    // the hub serves, so that no search answers from part of them.
+  await buildIndexConcurrently(
+    owner,
+    'retrieval',
+    'chunks_vec_missing',
+    'create index concurrently if not exists chunks_vec_missing on retrieval.chunks (id) where vec is null and embedding is not null',
+    { ...giveWay, leftInvalid: leftInvalid('chunks_vec_missing') },
+  );
+  if (!(await indexValid(owner, 'retrieval', index))) {
+    // A first start with pgvector (or with a model of this length, or after a build cut short): the
+    // chunks embedded so far get `vec` before the index is built (one build instead of one graph
+    // insertion a row) and before the hub serves, so that no search answers from part of them.
     const filled = await fillAll(owner, schema, dimensions);
     if (filled > 0) logger().info({ chunks: filled }, 'pgvector: stored vectors copied to the vector column');
   }
-  await owner.query(
-    `create index if not exists ${pg.escapeIdentifier(index)} on retrieval.chunks using hnsw ((vec::${type}(${dimensions})) ${inExtension(schema, 'vector_cosine_ops')})`,
+  await buildIndexConcurrently(
+    owner,
+    'retrieval',
+    index,
+    `create index concurrently if not exists ${pg.escapeIdentifier(index)} on retrieval.chunks using hnsw ((vec::${type}(${dimensions})) ${inExtension(schema, 'vector_cosine_ops')})`,
+    { ...giveWay, leftInvalid: leftInvalid(index) },
   );
   logger().info({ version, index }, 'pgvector: chunk vectors searched by an HNSW index');
   return { version };
