@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { readWatermark } from '../connectors/store.js';
 import { storeResume } from '../connectors/resume.js';
+import { activeRules } from '../email/rules.js';
 
 /**
  * A rolling update: the pods of a new version apply its migrations while pods of the version before
@@ -161,5 +162,47 @@ describe('email: active_since (V3) and the rule update of the version before it 
     await m.owner.query(`update email.rules set active_since = now() - interval '1 day' where id = $1`, [id]);
     await m.db.withTenant(1, (tx) => tx.query(ENABLE_B87A7B6D, [id, true, 'test']));
     expect(await recent()).toBe(false);
+  });
+});
+
+describe('email: the rule enabling of the version before the consumer waited for rule writes (V7)', () => {
+  // 9b589e47^ src/email/rules.ts, updateRule with { enabled: true } alone: no lock of the tenant's rule writes.
+  const ENABLE_9B589E47 = `update email.rules set enabled = $2, active_since = case when enabled then active_since else clock_timestamp() end, updated_by = $3, updated_at = now()
+      where id = $1 and deleted_at is null returning id, name, event_types as "eventTypes", recipient, subject, body, enabled`;
+
+  it('an enabling by the earlier version is waited for by the consumer\'s read of the rules, which then has the rule, active from before the read', async () => {
+    const { rows } = await m.owner.query<{ id: string }>(
+      `insert into email.rules (tenant_id, name, event_types, recipient, subject, body, enabled) values (1, 'late', '{deal.*}', 'a@example.com', 's', 'b', false) returning id`,
+    );
+    const id = Number(rows[0]!.id);
+    // The old pod's enabling: written, not yet committed.
+    let commit!: () => void;
+    const committed = new Promise<void>((resolve) => {
+      commit = resolve;
+    });
+    let enabled!: () => void;
+    const written = new Promise<void>((resolve) => {
+      enabled = resolve;
+    });
+    const enabling = m.db.withTenant(1, async (tx) => {
+      await tx.query(ENABLE_9B589E47, [id, true, 'old pod']);
+      enabled();
+      await committed;
+    });
+    await Promise.race([written, enabling]);
+    // The consumer's read meanwhile (an event written after the enabling's time is served by it).
+    let readDone = false;
+    const reading = m.db.withTenant(1, (tx) => activeRules(tx, { awaitWrites: true })).finally(() => {
+      readDone = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Was: the read did not wait, ran without the rule, and its readAt was after the rule's time.
+    expect(readDone).toBe(false);
+    commit();
+    await enabling;
+    const read = await reading;
+    const rule = read.rules.find((r) => Number(r.id) === id);
+    expect(rule).toBeDefined();
+    expect(rule!.activeSince.getTime()).toBeLessThanOrEqual(read.readAt.getTime());
   });
 });
