@@ -3,6 +3,9 @@ import { type MigratedDatabase, migratedDatabase } from '../../test/harness/data
 import { readWatermark } from '../connectors/store.js';
 import { storeResume } from '../connectors/resume.js';
 import { activeRules } from '../email/rules.js';
+import { MANIFEST_KINDS } from '../manifests/kinds.js';
+import { createManifestServices } from '../manifests/services.js';
+import type { AdminServices } from '../admin/services.js';
 
 /**
  * A rolling update: the pods of a new version apply its migrations while pods of the version before
@@ -204,5 +207,47 @@ describe('email: the rule enabling of the version before the consumer waited for
     const rule = read.rules.find((r) => Number(r.id) === id);
     expect(rule).toBeDefined();
     expect(rule!.activeSince.getTime()).toBeLessThanOrEqual(read.readAt.getTime());
+  });
+});
+
+describe('manifests: the warnings of an object\'s last change (V3) and the applies of an operator of the version before (V4)', () => {
+  // 6ac24d11^ src/processes/store.ts, applyProcess (an object changed by the earlier operator's apply).
+  const APPLY_PROCESS_6AC24D11 = `insert into processes.processes (tenant_id, name, event, when_expr, decision, message, manifest, created_by, updated_by)
+     values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)
+     on conflict (tenant_id, name) do update
+       set event = excluded.event, when_expr = excluded.when_expr, decision = excluded.decision, message = excluded.message,
+           manifest = excluded.manifest, updated_by = excluded.updated_by, updated_at = now()
+     returning (xmax = 0) as created`;
+  // 6ac24d11^ src/manifests/services.ts, applyIfChanged: the owner record of a new generation, without the warnings.
+  const RECORD_OWNER_6AC24D11 = `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid, generation)
+             values (core.current_tenant(), $1, $2, $3, $4, $5, $6)
+             on conflict (tenant_id, kind, name) do update set namespace = excluded.namespace, resource = excluded.resource, uid = excluded.uid,
+               generation = case when manifests.owners.uid = excluded.uid then greatest(manifests.owners.generation, excluded.generation) else excluded.generation end,
+               updated_at = now()`;
+
+  it('a change the earlier operator applied forgets the warnings of the change before: this version\'s resync does not show them as that change\'s', async () => {
+    const admin = { tenants: { byCode: async () => ({ id: 1, active: true }) } } as unknown as AdminServices;
+    const manifests = createManifestServices({ db: m.db, admin });
+    const kind = MANIFEST_KINDS.find((k) => k.kind === 'Process')!;
+    const manifest = (message: string) => ({ apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'late' }, spec: { event: 'deal.*', decision: 'decision.late', message } });
+    const owner = (generation: number) => ({ namespace: 'ns', name: 'late', uid: 'uid-late', generation });
+    const actor = 'operator';
+    await manifests.applyIfChanged(kind, 1, 'late', manifest('one'), actor, owner(1));
+    // The warnings this version recorded with that change (a Process has none of its own: as a connector's changed unique_key would have).
+    await m.owner.query(`update manifests.owners set warnings = '{the change before}' where name = 'late'`);
+    // The earlier operator applies generation 2.
+    await m.db.withTenant(1, async (tx) => {
+      await tx.query(APPLY_PROCESS_6AC24D11, ['late', 'deal.*', null, 'decision.late', 'two', JSON.stringify(manifest('two')), actor]);
+      await tx.query(RECORD_OWNER_6AC24D11, ['Process', 'late', 'ns', 'late', 'uid-late', 2]);
+    });
+    const resync = await manifests.applyIfChanged(kind, 1, 'late', manifest('two'), actor, owner(2));
+    // Was: ['the change before'], shown in the status as generation 2's.
+    expect(resync).toMatchObject({ changed: false });
+    expect(resync).not.toHaveProperty('changeWarnings');
+    // A change this version applies records its own, after its write of the object.
+    const changed = await manifests.applyIfChanged(kind, 1, 'late', manifest('three'), actor, owner(3));
+    expect(changed).toMatchObject({ changed: true, changeWarnings: [] });
+    expect((await m.owner.query(`select warnings from manifests.owners where name = 'late'`)).rows).toEqual([{ warnings: [] }]);
+    expect(await manifests.applyIfChanged(kind, 1, 'late', manifest('three'), actor, owner(3))).toMatchObject({ changed: false, changeWarnings: [] });
   });
 });
