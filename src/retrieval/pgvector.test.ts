@@ -107,7 +107,22 @@ afterAll(async () => {
 describe('preparation by the owner', () => {
   it('creates the extension, the vec column and the HNSW index for the port\'s length; a second start changes nothing', async () => {
     expect(await preparePgvector(owner, 'auto', D)).toEqual({ version: expect.stringMatching(/^0\.([89]|\d\d)\./) });
-    expect(await preparePgvector(owner, 'auto', D)).toEqual({ version: expect.any(String) });
+    // A second start (every pod's, in a rolling update) asks for no lock on retrieval.chunks that holds up its
+    // reads or writes: no `alter table` (was: `add column if not exists`, the table taken exclusively each
+    // time, waiting without bound for any transaction on it), no trigger created, no plain index build or drop.
+    const sent: string[] = [];
+    const query = owner.query.bind(owner);
+    owner.query = ((text: unknown, ...rest: unknown[]) => {
+      sent.push(typeof text === 'string' ? text : String((text as { text?: string }).text));
+      return (query as (...a: unknown[]) => unknown)(text, ...rest);
+    }) as typeof owner.query;
+    try {
+      expect(await preparePgvector(owner, 'auto', D)).toEqual({ version: expect.any(String) });
+    } finally {
+      owner.query = query;
+    }
+    expect(sent.filter((q) => /\b(alter\s+table|create\s+trigger|(create|drop)\s+index\s+(?!concurrently))/i.test(q))).toEqual([]);
+    expect(sent.filter((q) => /\bindex\s+concurrently\b/i.test(q))).toHaveLength(2);
     const { rows } = await owner.query(`select indexname, indexdef from pg_indexes where schemaname = 'retrieval' and indexname like 'chunks_vec%' order by indexname`);
     expect(rows).toEqual([
       { indexname: hnswIndexName(D), indexdef: expect.stringMatching(/USING hnsw \(\(\(vec\)::vector\(32\)\) vector_cosine_ops\)/) },
