@@ -173,7 +173,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.events.stream.batch', kind: 'int', min: 1, default: 500, description: 'Rows read per live-stream poll.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.heartbeat', kind: 'duration', default: '15s', description: 'Interval of the comment lines that keep an idle event stream open through proxies.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.max-per-tenant', kind: 'int', min: 1, default: 100,
-    description: 'Event streams one tenant may hold open at once in one hub process (each holds a socket and a place in the fan-out); one more answers 429 with `Retry-After: 5`.' }),
+    description: 'Event streams one tenant may hold open at once in one hub process (each holds a socket and a place in the fan-out); one more answers 429 with `Retry-After: 5`. A stream counts until its connection is done: one the hub ended counts while what was left for its client is still being sent (at most one heartbeat period, then its connection is reset).' }),
   p({ group: 'Clocks', name: 'svc.events.stream.max-buffer', kind: 'int', min: 1024, default: 1048576,
     description: 'Bytes of earlier polls a live event-stream client may still have unread when a poll starts delivering to it; more, and the hub closes its stream (it reconnects with Last-Event-ID and loses nothing). One poll\'s burst never ends a client, so the hub holds at most this much plus one poll\'s frames for it; a resume catching up waits for its client instead, holding at most this much.' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep (docs/workflows.md); runs in the background roles, on the leader.' }),

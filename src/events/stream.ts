@@ -278,6 +278,37 @@ export class LiveStream {
   }
 
   /**
+   * Places taken per tenant (svc.events.stream.max-per-tenant): a stream holds one from the moment
+   * it is admitted until its connection is done, which may be after its subscription ended (what
+   * was left for the client is still being sent).
+   */
+  private readonly places = new Map<number, number>();
+
+  /**
+   * Takes one of the tenant's `limit` places, checked and taken in one step (no other request can
+   * come between): the function that gives it back (once; calling it again does nothing), or
+   * undefined when all are taken.
+   */
+  takePlace(tenantId: number, limit: number): (() => void) | undefined {
+    const taken = this.places.get(tenantId) ?? 0;
+    if (taken >= limit) return undefined;
+    this.places.set(tenantId, taken + 1);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      const left = (this.places.get(tenantId) ?? 1) - 1;
+      if (left > 0) this.places.set(tenantId, left);
+      else this.places.delete(tenantId);
+    };
+  }
+
+  /** Places one tenant holds (its streams whose connections are not done). */
+  placesFor(tenantId: number): number {
+    return this.places.get(tenantId) ?? 0;
+  }
+
+  /**
    * Resolves once the subscription's start is known (an unknown or purged `afterId` settled); a
    * catch-up after `afterId` then runs on (`caughtUp`), delivering at the consumer's pace.
    */

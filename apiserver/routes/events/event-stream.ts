@@ -101,9 +101,18 @@ export const eventStreamRoutes: RouteDecl[] = [
         throw new ValidationError('Last-Event-ID must be an event id (a whole number from 0 to 9007199254740991)', ctx.get('Last-Event-ID') ? 'Last-Event-ID' : 'lastEventId');
       }
       const perTenant = services.config.int('svc.events.stream.max-per-tenant');
-      if (services.stream.countFor(tenantId) >= perTenant) {
+      // The place is held until the response's connection is done, not only while its subscription
+      // lasts: a stream the hub ended still holds a socket, and what is left for its client, until
+      // the client has read it or the connection is reset (a heartbeat period). Counted by
+      // subscriptions, a tenant whose streams were ended could open as many again beside them.
+      const release = services.stream.takePlace(tenantId, perTenant);
+      if (!release) {
         throw new RateLimited(5, `too many open event streams for this tenant: at most ${perTenant} at once in one hub process (svc.events.stream.max-per-tenant); close one, then reconnect`);
       }
+      // 'close' of the response: once it is finished (all of it handed to the connection) or the
+      // connection went, whatever answered it (the stream, an error, the database-outage answer).
+      ctx.res.once('close', release);
+      if (ctx.req.socket.destroyed || ctx.res.destroyed) release();
       const maxBuffer = services.config.int('svc.events.stream.max-buffer');
       // write() says false once max-buffer bytes wait for the client ('drain' when they went).
       const out = new PassThrough({ writableHighWaterMark: maxBuffer });
