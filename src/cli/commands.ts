@@ -1,12 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { holdsUserInfo, inClearTo, isHttpUrl, normaliseUrl, ownsConfigFolder, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
 import { CliError, HttpError, UsageError } from './errors.js';
-import { tailEvents } from './event-tail.js';
+import { OPEN_TIMEOUT_MS, tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
 import { devBypassWithoutTenant, path, type Query, type Reply, storedForAnother, tokenWithoutTenant } from './http.js';
-import { manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
+import { durationOption, manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
 import { stringify } from 'yaml';
 import { canonical } from '../manifests/canonical.js';
 import { redactManifest } from '../connectors/manifest/redact.js';
@@ -683,9 +683,11 @@ const EXPORT_RUN_COLUMNS: Column[] = [
 async function tail(c: Ctx): Promise<number> {
   const since = str(c, 'since');
   if (since !== undefined && !/^\d+$/.test(since)) throw new UsageError(`--since must be an event id, not '${since}'`);
+  const openTimeout = str(c, 'open-timeout');
   await tailEvents(c.hub(), {
     topics: list(c, 'topic'),
     since,
+    openTimeoutMs: openTimeout === undefined ? OPEN_TIMEOUT_MS : durationOption('--open-timeout', openTimeout, [1_000, '1s'], [3_600_000, '1h (3600s)']),
     signal: c.signal,
     onEvent: (event) => {
       if (c.json) c.out(jsonLine(event));
@@ -947,6 +949,7 @@ export const COMMANDS: Command[] = [
     flags: {
       topic: { type: 'string', multiple: true, arg: 'GLOB', help: 'only these event types (repeatable; * matches any run of characters)' },
       since: { type: 'string', arg: 'ID', help: 'start after this event id instead of now' },
+      'open-timeout': { type: 'string', arg: 'DURATION', help: 'the longest wait for the hub to answer each opening of the stream (default 30s; 1s to 1h: 10s, 2m, …)' },
     },
     summary: 'Print live events as they happen until Ctrl-C (--json: one JSON object per line)',
     run: tail,

@@ -370,19 +370,48 @@ describe('events tail: the hub\'s answer while its database is unreachable', () 
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
       res.end(DATABASE_UNREACHABLE);
     };
-    const s = await script(events(1), down, down, events(2));
+    const s = await script(events(1), down, down, down, down, down, events(2));
     const r = await tail(s, { stopAfter: 2 });
     expect(r.error).toBeUndefined();
     expect(r.ids).toEqual(['1', '2']);
-    expect(s.lastIds).toEqual(['', '1', '1', '1']);
-    expect(r.waits).toEqual([10, 3_000, 3_000]);
+    expect(s.lastIds).toEqual(['', '1', '1', '1', '1', '1', '1']);
+    expect(r.waits).toEqual([10, 3_000, 3_000, 3_000, 3_000, 3_000]);
+    // One line while it lasts, one when the stream is back: the 200 heads of the outage's answers
+    // are not the stream being back (each ends at once, with nothing but the reason).
     expect(r.notices).toEqual([
       'the hub closed the stream; reconnecting in 10 ms',
-      'reconnected after event 1',
       'the hub closed the stream (database unavailable; reconnect with Last-Event-ID); reconnecting in 3000 ms',
       'reconnected after event 1',
+    ]);
+    // Back only once the stream shows it is live (here its event).
+    expect(r.connections).toBe(2);
+  });
+
+  it('the same failure again is not said again until the stream is back; another one is, and so is a hub that ends a live stream each time', async () => {
+    const down: Step = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      res.end(DATABASE_UNREACHABLE);
+    };
+    const s = await script(
+      events(1),
+      refuse(503, 'Service Unavailable'),
+      refuse(503, 'Service Unavailable'),
+      refuse(503, 'Service Unavailable'),
+      down,
+      down,
+      events(2),
+      events(3),
+    );
+    const r = await tail(s, { stopAfter: 3 });
+    expect(r.ids).toEqual(['1', '2', '3']);
+    expect(r.waits).toEqual([10, 1_000, 2_000, 4_000, 3_000, 3_000, 10]);
+    expect(r.notices).toEqual([
+      'the hub closed the stream; reconnecting in 10 ms',
+      'stream lost: Service Unavailable (HTTP 503); waiting 1 s, then reconnecting after event 1',
       'the hub closed the stream (database unavailable; reconnect with Last-Event-ID); reconnecting in 3000 ms',
       'reconnected after event 1',
+      'the hub closed the stream; reconnecting in 10 ms',
+      'reconnected after event 2',
     ]);
   });
 });
@@ -442,6 +471,56 @@ describe('svc events tail', () => {
     expect(event.id).toBe('9');
     expect(JSON.parse(event.payload)).toEqual({ name });
   });
+
+  it('a database outage of the hub: one line on stderr when it begins, one when the stream is back, whatever the attempts between; no more', async () => {
+    const stop = new AbortController();
+    const down: Step = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      res.end(DATABASE_UNREACHABLE);
+    };
+    // The hub's opening of a live stream, event 8, and it stays open until Ctrl-C.
+    const back: Step = (_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      res.write('retry: 3000\n: connected; heartbeat 15000\n\n');
+      res.write(`id: 8\ndata: ${JSON.stringify({ topic: 'org.created', payload: '{}', capturedAt: '2025-03-01T10:00:01Z' })}\n\n`);
+      setTimeout(() => stop.abort(), 100);
+    };
+    const s = await script(events(7), down, down, back);
+    const r = await svc(s.url, stop.signal);
+    expect(r.code).toBe(0);
+    expect(r.out.trimEnd().split('\n').map((l) => l.split('  ')[1])).toEqual(['7', '8']);
+    expect(s.lastIds).toEqual(['', '7', '7', '7']);
+    expect(r.err).toBe(
+      'the hub closed the stream; reconnecting in 10 ms\n' +
+        'the hub closed the stream (database unavailable; reconnect with Last-Event-ID); reconnecting in 3000 ms\n' +
+        'reconnected after event 7\n',
+    );
+  }, 30_000);
+
+  it('--open-timeout: the wait for the stream\'s head, at the first connection; a wrong value is a usage error before anything is sent', async () => {
+    const hanging: ServerResponse[] = [];
+    const s = await script((_req, res) => void hanging.push(res));
+    const started = Date.now();
+    try {
+      const r = await svc(s.url, undefined, ['--open-timeout', '2s']);
+      // undici's timers are coarse (about a second)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1_500);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect(r).toEqual({ code: 1, out: '', err: `error: ${s.url} took the connection but sent no answer within 2 s\n` });
+    } finally {
+      for (const res of hanging) res.destroy();
+    }
+    for (const [value, says] of [
+      ['soon', "--open-timeout must be a duration like 3s, 500ms or 1m, not 'soon'"],
+      ['500ms', "--open-timeout must be at least 1s, not '500ms'"],
+      ['2h', "--open-timeout must be at most 1h (3600s), not '2h'"],
+    ]) {
+      const r = await svc(s.url, undefined, ['--open-timeout', value!]);
+      expect(r.code).toBe(2);
+      expect(r.err).toContain(`svc events tail: ${says}`);
+    }
+    expect(s.lastIds).toHaveLength(1);
+  }, 30_000);
 
   it('a 503 at a reconnection: one line on stderr saying it waits and why, then the events after the last one', async () => {
     const stop = new AbortController();

@@ -92,6 +92,18 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
   let lastId = options.since;
   let retryMs = 3_000;
   let connected = false;
+  /**
+   * What the last notice said since the stream was last live, its waits left out: a reconnection
+   * that fails the same way again is not said again. A hub whose database is away answers each
+   * reconnection with a stream that ends at once (every 3 s, for as long as the outage lasts): that
+   * is one line, then one more when the stream is back, not two lines per attempt.
+   */
+  let said: string | undefined;
+  const notice = (key: string, text: string) => {
+    if (key === said) return;
+    said = key;
+    options.onNotice(text);
+  };
   /** Failed connections in a row. */
   let failures = 0;
   /** The hub's heartbeat period as seen: the longest gap between two heartbeats of one connection; unknown until two came. */
@@ -112,10 +124,22 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
         const text = (await res.body.text()).trim();
         throw new HttpError(res.statusCode, text || `HTTP ${res.statusCode}`, text);
       }
-      if (connected || failures > 0) options.onNotice(`${connected ? 'reconnected' : 'connected'}${after()}`);
+      /** Not the first stream opened: when live, it is a reconnection. */
+      const again = connected;
       connected = true;
       failures = 0;
-      options.onConnected?.();
+      /**
+       * The stream is back once it shows it is live (its opening comment, a heartbeat, an event), not
+       * at its head: the hub's answer while its database is away is a 200 that ends at once.
+       */
+      let live = false;
+      const alive = () => {
+        if (live) return;
+        live = true;
+        if (said !== undefined) options.onNotice(`${again ? 'reconnected' : 'connected'}${after()}`);
+        said = undefined;
+        options.onConnected?.();
+      };
       let lastPing: number | undefined;
       /** The hub stated its period on this connection: heartbeats are not used to infer it. */
       let stated = false;
@@ -138,6 +162,7 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
         if (announced && Number(announced[1]) > 0) {
           heartbeatMs = Number(announced[1]);
           stated = true;
+          alive();
           return;
         }
         if (text.trim() !== 'ping') {
@@ -145,6 +170,7 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
           reason = text.replace(/[\p{Cc}\p{Cf}]/gu, '').trim().slice(0, 200) || undefined;
           return;
         }
+        alive();
         if (stated) return;
         const now = Date.now();
         if (lastPing !== undefined) heartbeatMs = Math.max(heartbeatMs ?? 0, now - lastPing);
@@ -156,6 +182,8 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
           res.body,
           (frame) => {
             if (frame.retry !== undefined) retryMs = frame.retry;
+            // Said with the event before this one (the last printed).
+            if (frame.data !== undefined) alive();
             if (frame.id !== undefined) lastId = frame.id;
             if (frame.data === undefined) return;
             const envelope = JSON.parse(frame.data) as Omit<StreamEvent, 'id'>;
@@ -169,7 +197,7 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
       }
       if (options.signal.aborted) return;
       // With the hub's reason (`database unavailable; reconnect with Last-Event-ID`, `client too slow; …`).
-      options.onNotice(`the hub closed the stream${reason ? ` (${reason})` : ''}; reconnecting in ${retryMs} ms`);
+      notice(`closed ${reason ?? ''}`, `the hub closed the stream${reason ? ` (${reason})` : ''}; reconnecting in ${retryMs} ms`);
     } catch (err) {
       if (options.signal.aborted) return;
       // The first connection's failure is the command's; later ones are a lost stream to resume.
@@ -178,7 +206,8 @@ export async function tailEvents(hub: Hub, options: TailOptions): Promise<void> 
       const next = reconnectDelay(err, failures, retryMs);
       if (!next) throw err;
       delay = next.ms;
-      options.onNotice(`${connected ? 'stream lost' : 'cannot open the stream'}: ${next.why}; waiting ${seconds(delay)}, then reconnecting${after()}`);
+      const what = `${connected ? 'stream lost' : 'cannot open the stream'}: ${next.why}`;
+      notice(what, `${what}; waiting ${seconds(delay)}, then reconnecting${after()}`);
     }
     try {
       await wait(delay ?? retryMs, options.signal);

@@ -136,3 +136,16 @@ function promptHidden(stdin: Stdin, prompt: (text: string) => void, question: st
     if (signal?.aborted) onAbort();
   });
 }
+
+/**
+ * A duration option's value in ms: `3s`, `500ms`, `1m`, `1h`, or seconds as a bare number, from `min`
+ * to `max` (each [ms, as said in the error]). A timer's delay beyond 2^31 ms would fire at once.
+ */
+export function durationOption(flag: string, text: string, min: [number, string], max: [number, string]): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
+  if (!m) throw new UsageError(`${flag} must be a duration like 3s, 500ms or 1m, not '${text}'`);
+  const ms = Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : 1_000);
+  if (ms < min[0]) throw new UsageError(`${flag} must be at least ${min[1]}, not '${text}'`);
+  if (ms > max[0]) throw new UsageError(`${flag} must be at most ${max[1]}, not '${text}'`);
+  return ms;
+}

@@ -1,8 +1,9 @@
 import { type Ctx, colourWanted, dumbTerminal } from './context.js';
-import { HttpError, UsageError } from './errors.js';
+import { HttpError } from './errors.js';
 import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
 import { type Hub, NOT_RUNNING_HINT } from './http.js';
 import { KeyReader, PASTE } from './keys.js';
+import { durationOption } from './input.js';
 import { cell, clipTo, columnsOf, padTo as pad, printable, type Row } from './output.js';
 
 export { decodeKeys, KeyReader, PASTE } from './keys.js';
@@ -419,14 +420,9 @@ function listBody(state: State, height: number, width: number, line: (text: stri
 
 // ---- the terminal driver ----
 
-/** `3s`, `500ms`, `1m`, `1h`, or seconds as a bare number; from 0.5 s to an hour (a timer's delay beyond 2^31 ms would fire at once). */
+/** `3s`, `500ms`, `1m`, `1h`, or seconds as a bare number; from 0.5 s to an hour. */
 export function parseEvery(text: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/.exec(text.trim());
-  if (!m) throw new UsageError(`--every must be a duration like 3s, 500ms or 1m, not '${text}'`);
-  const ms = Number(m[1]) * (m[2] === 'ms' ? 1 : m[2] === 'm' ? 60_000 : m[2] === 'h' ? 3_600_000 : 1_000);
-  if (ms < 500) throw new UsageError(`--every must be at least 500ms, not '${text}'`);
-  if (ms > 3_600_000) throw new UsageError(`--every must be at most 1h (3600s), not '${text}'`);
-  return ms;
+  return durationOption('--every', text, [500, '500ms'], [3_600_000, '1h (3600s)']);
 }
 
 interface Terminal {
