@@ -138,6 +138,32 @@ export function clipTo(text: string, width: number): string {
   return `${out}…`;
 }
 
+/**
+ * `text` in at most `width` columns, its middle given up for `…` when it does not fit: its start and
+ * its end stay (a URL's scheme and host, and its port and path). Never half a wide character or a grapheme.
+ */
+export function elideMiddle(text: string, width: number): string {
+  if (columnsOf(text) <= width) return text;
+  if (width <= 1) return width === 1 ? '…' : '';
+  const parts = [...graphemes.segment(text)].map(({ segment }) => ({ segment, w: stringWidth(segment) }));
+  const room = width - 1;
+  let head = '';
+  let used = 0;
+  for (const part of parts) {
+    if (used + part.w > Math.ceil(room / 2)) break;
+    head += part.segment;
+    used += part.w;
+  }
+  let tail = '';
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const part = parts[i]!;
+    if (used + part.w > room) break;
+    tail = part.segment + tail;
+    used += part.w;
+  }
+  return `${head}…${tail}`;
+}
+
 /** `text` followed by spaces up to `width` columns. */
 export function padTo(text: string, width: number): string {
   return text + ' '.repeat(Math.max(0, width - columnsOf(text)));

@@ -15,7 +15,7 @@ import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
-import { columnsOf, printable, type Row } from './output.js';
+import { columnsOf, elideMiddle, printable, type Row } from './output.js';
 import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, KeyReader, loaded, PASTE, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
 
 /**
@@ -172,6 +172,35 @@ describe('render', () => {
     expect(lines[2]).toMatch(/^00000001\s+crm\/ep1\s+Completed\s+10\/10\/0\s+2025-03-01 10:00:00Z\s+12\.5s/);
     expect(lines[SIZE.rows - 2]).toMatch(/^loading…/);
     expect(lines[SIZE.rows - 1]).toMatch(/^1-5\/Tab view {2}↑↓\/jk move {2}Enter detail {2}r refresh/);
+  });
+
+  it('the header fits the width: the hub\'s URL whole where it fits, else elided in its middle (its start and end kept), never cut off at its end; the selected view always named', () => {
+    const urls = ['http://127.0.0.1:8080', 'https://svc-hub.integration.example.com:8443/base'];
+    for (const url of urls) {
+      for (const columns of [100, 80, 79, 70, 61, 60, 40, 30]) {
+        for (const view of ['1', '2', '4']) {
+          const s = keys(loaded(initialState(url, NOW), 'runs', [run(1)]), view);
+          const [header] = plain(s, { columns, rows: 8 });
+          const shown = header!.trimEnd();
+          expect(columnsOf(header!)).toBe(columns);
+          expect(shown).toMatch(view === '1' ? /^\[1 Runs\]/ : view === '2' ? /\[2 Dead letters\]/ : /\[4 Events\]/);
+          // The URL: its scheme and its end are there, whatever is elided between them.
+          const text = shown.slice(shown.lastIndexOf('  ') + 2);
+          expect(text.startsWith('ht')).toBe(true);
+          expect(url.endsWith(text.slice(text.indexOf('…') + 1))).toBe(true);
+          expect(text === url || text.includes('…')).toBe(true);
+          if (text !== url) expect(url.startsWith(text.slice(0, text.indexOf('…')))).toBe(true);
+        }
+      }
+    }
+    // At 80 columns a hub on loopback is shown whole, beside every view's name.
+    expect(plain(withRuns(1), { columns: 80, rows: 8 })[0]).toBe(`[1 Runs]  2 Dead letters   3 Deliveries   4 Events   5 Inbox   http://hub${' '.repeat(7)}`);
+    expect(plain(loaded(initialState(urls[0], NOW), 'runs', []), { columns: 80, rows: 8 })[0]!.trimEnd()).toBe('[1 Runs] 2 Dead letters 3 Deliveries 4 Events 5 Inbox  http://127.0.0.1:8080');
+    expect(plain(loaded(initialState(urls[1], NOW), 'runs', []), { columns: 80, rows: 8 })[0]).toBe('[1 Runs] 2 Dead letters 3 Deliveries 4 Events 5 Inbox  https://svc-…om:8443/base');
+    expect(plain(loaded(initialState(urls[1], NOW), 'runs', []), { columns: 40, rows: 8 })[0]).toBe('[1 Runs] 2 3 4 5  https://svc…:8443/base');
+    expect(elideMiddle('日本語テキスト', 6)).toBe('日…ト'); // never half a wide character
+    expect(elideMiddle('abcdefgh', 5)).toBe('ab…gh');
+    expect(elideMiddle('abc', 5)).toBe('abc');
   });
 
   it('a running run counts its duration up to now', () => {
@@ -807,6 +836,8 @@ describe('the driver: a hub that is down or hangs', () => {
       const status = tui.statusLine();
       // a refused connection is said in two words (the header names the URL as far as the width allows): the wait fits in 80 columns
       expect(status).toBe('events: cannot open the stream: connection refused; waiting 3 s, then reconnect…');
+      // the header names the hub whole beside the views (it was cut short at 80 columns)
+      expect(tui.lines()[0]!.trimEnd()).toBe(`[1 Runs] 2 Dead letters 3 Deliveries 4 Events 5 Inbox  ${url}`);
     } finally {
       await tui.quit();
     }

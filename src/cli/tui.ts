@@ -4,7 +4,7 @@ import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
 import { type Hub, NOT_RUNNING_HINT } from './http.js';
 import { KeyReader, PASTE } from './keys.js';
 import { durationOption } from './input.js';
-import { cell, clipTo, columnsOf, padTo as pad, printable, type Row } from './output.js';
+import { cell, clipTo, columnsOf, elideMiddle, padTo as pad, printable, type Row } from './output.js';
 
 export { decodeKeys, KeyReader, PASTE } from './keys.js';
 
@@ -374,8 +374,7 @@ export function render(state: State, size: Size, options: { color?: boolean | 'm
     return code ? paint(code, fitted) : fitted;
   };
 
-  const tabs = VIEWS.map((v, i) => (v === state.view ? `[${i + 1} ${TITLES[v]}]` : ` ${i + 1} ${TITLES[v]} `)).join(' ');
-  const header = line(`${tabs}${state.title ? `  ${state.title}` : ''}`, '1');
+  const header = line(headerText(state.view, printable(state.title), width), '1');
   const status = state.streamDown ? line(`events: ${state.streamDown} · ${state.status.text}`, '31') : line(state.status.text, state.status.error ? '31' : '2');
   const inboxKeys = state.view === 'inbox' ? `  a ack  u ${state.unacked ? 'all' : 'unacked only'}` : '';
   const help = line(state.detail ? '↑↓/jk scroll  Esc back  q quit' : `1-5/Tab view  ↑↓/jk move  Enter detail${inboxKeys}  r refresh  q quit`, '2');
@@ -386,6 +385,29 @@ export function render(state: State, size: Size, options: { color?: boolean | 'm
   while (screen.length < height - 2) screen.push(line(''));
   screen.push(status, help);
   return screen.slice(-height);
+}
+
+/** The fewest columns the hub's URL is given in the header before the tabs are cut to their numbers. */
+const MIN_URL_COLUMNS = 20;
+
+/**
+ * The header's text: the views' tabs, then the hub's URL, in `width` columns. The first that fits:
+ * the tabs as wide as they are, the whole URL beside them; the tabs packed closer; then the URL
+ * elided in its middle (its scheme and host's start, and its end, kept) beside the packed tabs while
+ * it keeps MIN_URL_COLUMNS; past that the other views' tabs are their numbers alone (the selected
+ * one named), and the URL, elided, has what is left.
+ */
+export function headerText(view: View, url: string, width: number): string {
+  const tabs = (tab: (v: View, i: number) => string) => VIEWS.map((v, i) => (v === view ? `[${i + 1} ${TITLES[v]}]` : tab(v, i))).join(' ');
+  const wide = tabs((v, i) => ` ${i + 1} ${TITLES[v]} `);
+  if (!url) return wide;
+  if (columnsOf(wide) + 2 + columnsOf(url) <= width) return `${wide}  ${url}`;
+  const packed = tabs((v, i) => `${i + 1} ${TITLES[v]}`);
+  const room = width - columnsOf(packed) - 2;
+  if (room >= Math.min(MIN_URL_COLUMNS, columnsOf(url))) return `${packed}  ${elideMiddle(url, room)}`;
+  const numbers = tabs((_v, i) => String(i + 1));
+  const left = width - columnsOf(numbers) - 2;
+  return left > 0 ? `${numbers}  ${elideMiddle(url, left)}` : numbers;
 }
 
 function detailBody(detail: NonNullable<State['detail']>, height: number, line: (text: string, code?: string) => string): string[] {
