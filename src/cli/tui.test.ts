@@ -16,6 +16,7 @@ import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
 import { columnsOf, elideMiddle, printable, type Row } from './output.js';
+import { DATABASE_UNREACHABLE } from '../../apiserver/routes/events/event-stream.js';
 import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, KeyReader, loaded, PASTE, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
 
 /**
@@ -700,9 +701,14 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc tui in a real terminal (tmux): NO_
 function drive(url: string, options: { columns: number; rows: number; every: string; wait?: (ms: number) => Promise<unknown> }) {
   let frame = '';
   let last = '';
+  /** Every frame's status line, in order. */
+  const statuses: string[] = [];
   const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined });
   const write = (text: string) => {
-    if (text.startsWith('\x1b[H')) frame = text;
+    if (text.startsWith('\x1b[H')) {
+      frame = text;
+      statuses.push(statusLine());
+    }
     last = text;
   };
   const stdout = { isTTY: true, columns: options.columns, rows: options.rows, write, on: () => undefined, off: () => undefined };
@@ -720,8 +726,12 @@ function drive(url: string, options: { columns: number; rows: number; every: str
     err: () => undefined,
   } as unknown as Ctx;
   const running = runTui(ctx, { wait: options.wait });
-  const lines = () => frame.split('\x1b[K\r\n').map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;?]*[A-Za-z]/, ''))).join(''));
-  const statusLine = () => lines()[lines().length - 2]!;
+  function lines() {
+    return frame.split('\x1b[K\r\n').map((l) => l.split('\x1b[').map((part, i) => (i === 0 ? part : part.replace(/^[0-9;?]*[A-Za-z]/, ''))).join(''));
+  }
+  function statusLine() {
+    return lines()[lines().length - 2]!;
+  }
   let quitting: Promise<number> | undefined;
   const quit = () => {
     quitting ??= (async () => {
@@ -735,10 +745,43 @@ function drive(url: string, options: { columns: number; rows: number; every: str
     })();
     return quitting;
   };
-  return { lines, statusLine, last: () => last, quit };
+  return { lines, statusLine, statuses, last: () => last, quit };
 }
 
 describe('the driver: a hub that is down or hangs', () => {
+  it('a hub whose database is away (its streams end at once): the status line says the stream is down once, and back once it is live again, not at each attempt', async () => {
+    let streams = 0;
+    const held: ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      if (!req.url!.startsWith('/api/platform/events/stream')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return void res.end('[]');
+      }
+      streams++;
+      res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8' });
+      // the first stream: live, an event, then the hub ends it; then three outage answers; then live for good
+      if (streams === 1) return void res.end(`retry: 3000\n: connected; heartbeat 15000\n\nid: 1\ndata: ${JSON.stringify({ topic: 'org.created', payload: '{}', capturedAt: '2025-03-01T10:00:00Z' })}\n\n`);
+      if (streams <= 4) return void res.end(DATABASE_UNREACHABLE);
+      res.write('retry: 3000\n: connected; heartbeat 15000\n\n');
+      held.push(res);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const tui = drive(url, { columns: 200, rows: 10, every: '1s', wait: async () => undefined });
+    try {
+      await until('the live stream', () => streams === 5 && tui.statusLine().startsWith('events: the stream is back'), { detail: () => tui.statuses.join('\n') });
+      const down = (line: string) => line.startsWith('events: the hub closed the stream');
+      // down once (the first stream's end), back once (the fifth stream)
+      const changes = tui.statuses.filter((line, i) => i > 0 && down(line) !== down(tui.statuses[i - 1]!));
+      expect(changes.map((line) => (down(line) ? 'down' : 'back'))).toEqual(['down', 'back']);
+      expect(tui.statuses.filter(down).some((line) => line.includes('database unavailable'))).toBe(true);
+    } finally {
+      await tui.quit();
+      for (const res of held) res.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
   it('a hub that takes the connection and never answers: the status line says so within 3 refresh periods (at least 10 s), the lists stay shown, marked stale', async () => {
     let lists = 0;
     const hanging: ServerResponse[] = [];
