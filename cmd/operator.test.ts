@@ -271,4 +271,38 @@ describe('svc-hub operator', () => {
       await owner.end();
     }
   });
+
+  it("a signal while its start waits on the operator's Lease (the API server does not answer) interrupts it at once, the request aborted", async () => {
+    for (const o of operators.splice(0)) await o.stop();
+    const release = api.stallNext('GET', new RegExp(`/namespaces/${RELEASE_NS}/leases/svc-hub-operator$`));
+    try {
+      const interrupt = new AbortController();
+      const steps = new PendingSteps();
+      // The default lease of 15 s: each Lease request's own bound is 5 s.
+      const outcome = startOperator(await config({ 'svc.leader.backend': 'kubernetes', 'svc.operator.namespace': 'lease-ns' }), {
+        kube: { server: api.url, token: 'lease-interrupted' },
+        env: { POD_NAMESPACE: RELEASE_NS, POD_NAME: 'operator-interrupted' },
+        interrupt: interrupt.signal,
+        startSteps: steps,
+      }).then(
+        (op) => {
+          operators.push(op);
+          return 'started';
+        },
+        (err: Error) => `failed: ${err.message}`,
+      );
+      await until('the election to wait on the Lease', () => release.held === 1, 60_000);
+      expect(steps.list()).toEqual([OPERATOR_ELECTION_START]);
+      const signalled = performance.now();
+      interrupt.abort(new Error('SIGTERM'));
+      // Was: the start waited for the request's bound (5 s), then went on to its stop.
+      expect(await outcome).toBe('failed: SIGTERM');
+      expect(performance.now() - signalled).toBeLessThan(2_000);
+      expect(steps.list()).toEqual([]);
+      // The request itself given up (its connection closed), not only no longer waited for.
+      await until('the stand-in to see the request given up', () => release.abandoned === 1, 5_000);
+    } finally {
+      release();
+    }
+  });
 });

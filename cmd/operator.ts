@@ -141,8 +141,8 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
     return stopping;
   };
   // A signal during the start (`interrupt`) interrupts this step too, as the hub's: the advisory
-  // lock's connect or statement is cut (interruptibleStart; a Lease's requests have their own
-  // bound), and what was started is stopped.
+  // lock's connect or statement is cut, or a Lease's request aborted (interruptibleStart,
+  // kube/lease.ts), and what was started is stopped.
   try {
     opts.interrupt?.throwIfAborted();
     const electing = interruptibleStart(opts.interrupt, () => leadership.start());

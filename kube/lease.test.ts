@@ -3,9 +3,11 @@ import { CoordinationV1Api, type V1MicroTime } from '@kubernetes/client-node';
 import { leaderElector } from '../cmd/leader.js';
 import { ClockRunner } from '../src/clock/clock.js';
 import { Config, ConfigError } from '../src/config/config.js';
+import { interruptibleStart } from '../src/db/pool.js';
 import { AdvisoryLockElector, Leadership } from '../src/dispatch/leader.js';
 import { chartGrants } from '../test/harness/chart-rbac.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
+import { captureLogs } from '../test/harness/log-capture.js';
 import { kubeConfig } from './kube-config.js';
 import { LeaseElector, type LeaseElectorOptions } from './lease.js';
 import { until } from '../test/harness/until.js';
@@ -288,6 +290,92 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
         await x.clock.stop();
         await x.leadership.stop();
       }
+    }
+  });
+});
+
+describe('Lease requests the API server does not answer', () => {
+  it('one past its bound is aborted, its connection closed: a check against a hung API server leaves no request behind', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a', { requestTimeoutMs: 300 });
+    const release = api.stallNext('GET', new RegExp(`/leases/${name}$`));
+    try {
+      await expect(a.acquire()).rejects.toThrow('Lease read got no answer within 300 ms');
+      // Was: the request left open (the bound only raced it), one more at each check of a hung API server.
+      await until('the stand-in to see the request given up', () => release.abandoned === 1, 3_000);
+    } finally {
+      release();
+    }
+  });
+
+  it('a signal during the start that makes one (interruptibleStart) aborts it at once, with the signal\'s reason; the Leadership logs no failure', async () => {
+    const name = leaseName();
+    // A 15 s lease: each request's own bound is 5 s.
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 15 });
+    const leadership = new Leadership(a, { checkEvery: 60_000 });
+    const release = api.stallNext('GET', new RegExp(`/leases/${name}$`));
+    const logs = captureLogs('info');
+    try {
+      const stop = new AbortController();
+      const starting = interruptibleStart(stop.signal, async () => {
+        await leadership.start();
+        stop.signal.throwIfAborted();
+      }).then(
+        () => 'started',
+        (err: Error) => `failed: ${err.message}`,
+      );
+      await until('the start to wait on the Lease', () => release.held === 1, 10_000);
+      const signalled = performance.now();
+      stop.abort(new Error('SIGTERM'));
+      // Was: the start waited for the request's own bound (5 s), the request then left open.
+      expect(await starting).toBe('failed: SIGTERM');
+      expect(performance.now() - signalled).toBeLessThan(2_000);
+      await until('the stand-in to see the request given up', () => release.abandoned === 1, 3_000);
+      expect(a.isLeader()).toBe(false);
+      expect(logs.raw()).not.toContain('leader election failed');
+    } finally {
+      logs.restore();
+      release();
+      await leadership.stop();
+    }
+  });
+
+  it('the release after a start\'s interruption is still sent (the Lease freed at once), its requests not cut', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 15 });
+    const stop = new AbortController();
+    // As a start that led, then was interrupted, releases what it acquired within its own work.
+    await interruptibleStart(stop.signal, async () => {
+      expect(await a.acquire()).toBe(true);
+      stop.abort(new Error('SIGTERM'));
+      await a.release();
+    });
+    expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: '', leaseDurationSeconds: 1 }));
+  });
+
+  it('a check of the leadership a start began, waiting on the API server when a signal comes after the start (the graceful stop), is not cut: no renewal failure logged, the release sent', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 15 });
+    const leadership = new Leadership(a, { checkEvery: 100 });
+    const stop = new AbortController();
+    await interruptibleStart(stop.signal, () => leadership.start());
+    expect(a.isLeader()).toBe(true);
+    const release = api.stallNext('GET', new RegExp(`/leases/${name}$`));
+    const logs = captureLogs('info');
+    try {
+      // The next check (its timer set within the start) waits on the API server when the signal comes.
+      await until('a renewal to wait on the Lease', () => release.held === 1, 5_000);
+      stop.abort(new Error('SIGTERM'));
+      await sleep(200);
+      expect(release.abandoned).toBe(0);
+      release();
+      await leadership.stop();
+      expect(logs.raw()).not.toMatch(/Lease renewal failed|leader election failed/);
+      expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: '' }));
+    } finally {
+      logs.restore();
+      release();
+      await leadership.stop();
     }
   });
 });

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import type { CoordinationV1Api, KubeConfig, V1Lease, V1LeaseSpec, V1MicroTime } from '@kubernetes/client-node';
+import type { ConfigurationOptions, CoordinationV1Api, KubeConfig, V1Lease, V1LeaseSpec, V1MicroTime } from '@kubernetes/client-node';
+import { startInterrupt } from '../src/db/pool.js';
 import type { LeaderElector } from '../src/dispatch/leader.js';
 import { logger } from '../src/observability/logger.js';
 import type { KubeTarget } from './kube-config.js';
@@ -24,6 +25,12 @@ import type { KubeTarget } from './kube-config.js';
  *
  * Every write carries the `metadata.resourceVersion` read just before it (optimistic concurrency):
  * of two processes racing for the same Lease, exactly one write succeeds.
+ *
+ * Each request is aborted (its connection closed) once its bound has passed, and, made within a
+ * start (src/db/pool.ts `interruptibleStart`: the hub's, the operator's election), once a signal
+ * interrupts that start: an API server that does not answer holds neither the start nor its stop.
+ * The release is not cut: it is sent after the signal, within its own bound, so another process
+ * takes over at once.
  *
  * MicroTime: the API server decodes `acquireTime`/`renewTime` with the layout
  * `2006-01-02T15:04:05.000000Z07:00` (exactly six fractional digits) and answers 400 to anything
@@ -76,6 +83,8 @@ export function microTime(ms: number = Date.now()): V1MicroTime {
 
 interface Client {
   api: CoordinationV1Api;
+  /** Request options under which the request is aborted with `signal`. */
+  abortedBy: (signal: AbortSignal) => ConfigurationOptions;
 }
 
 const monotonic = (): number => performance.now();
@@ -152,16 +161,19 @@ export class LeaseElector implements LeaderElector {
     if (!lease) {
       const now = microTime();
       try {
-        const created = await this.call('create', (api) =>
-          api.createNamespacedLease({
-            namespace: this.namespace,
-            body: {
-              apiVersion: 'coordination.k8s.io/v1',
-              kind: 'Lease',
-              metadata: { name: this.name, namespace: this.namespace, labels: { 'app.kubernetes.io/managed-by': 'svc-hub' } },
-              spec: { holderIdentity: this.identity, leaseDurationSeconds: this.durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+        const created = await this.call('create', (api, options) =>
+          api.createNamespacedLease(
+            {
+              namespace: this.namespace,
+              body: {
+                apiVersion: 'coordination.k8s.io/v1',
+                kind: 'Lease',
+                metadata: { name: this.name, namespace: this.namespace, labels: { 'app.kubernetes.io/managed-by': 'svc-hub' } },
+                spec: { holderIdentity: this.identity, leaseDurationSeconds: this.durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+              },
             },
-          }),
+            options,
+          ),
         );
         this.elected(created, started);
         return true;
@@ -240,11 +252,12 @@ export class LeaseElector implements LeaderElector {
     if (!this.leader) return;
     this.leader = false;
     try {
-      const lease = await this.read();
+      // Not cut by a start's interruption (the class comment): the handover is worth its bound.
+      const lease = await this.read(false);
       if (!lease || lease.spec?.holderIdentity !== this.identity) return;
       const now = microTime();
       // As client-go's ReleaseOnCancel: no holder, a 1 s duration, the transition count kept.
-      await this.replace(lease, { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now });
+      await this.replace(lease, { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now }, false);
       logger().info(`released the leadership (${this.description})`);
     } catch (err) {
       logger().warn({ err: errorText(err) }, `could not release the Lease ${this.namespace}/${this.name}; another process takes over when it expires`);
@@ -279,9 +292,10 @@ export class LeaseElector implements LeaderElector {
     return this.observed !== undefined && monotonic() - this.observed.at >= seconds * 1000;
   }
 
-  private async read(): Promise<V1Lease | undefined> {
+  /** `cut`: aborted by the interruption of the start making it (`call`). */
+  private async read(cut = true): Promise<V1Lease | undefined> {
     try {
-      const lease = await this.call('read', (api) => api.readNamespacedLease({ name: this.name, namespace: this.namespace }));
+      const lease = await this.call('read', (api, options) => api.readNamespacedLease({ name: this.name, namespace: this.namespace }, options), cut);
       this.observe(lease);
       return lease;
     } catch (err) {
@@ -291,37 +305,75 @@ export class LeaseElector implements LeaderElector {
   }
 
   /** PUT with the resourceVersion of `current`: a 409 when anyone wrote the Lease since. */
-  private replace(current: V1Lease, spec: V1LeaseSpec): Promise<V1Lease> {
-    return this.call('replace', (api) =>
-      api.replaceNamespacedLease({
-        name: this.name,
-        namespace: this.namespace,
-        body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: current.metadata, spec },
-      }),
+  private replace(current: V1Lease, spec: V1LeaseSpec, cut = true): Promise<V1Lease> {
+    return this.call(
+      'replace',
+      (api, options) =>
+        api.replaceNamespacedLease(
+          {
+            name: this.name,
+            namespace: this.namespace,
+            body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: current.metadata, spec },
+          },
+          options,
+        ),
+      cut,
     );
   }
 
-  /** One API request, bounded (a hung connection must not outlive the renew deadline unnoticed). */
-  private async call<T>(what: string, request: (api: CoordinationV1Api) => Promise<T>): Promise<T> {
-    const { api } = await this.connect();
-    // While leading, no request may run past the renew deadline: the leader must know it is no
-    // longer sure of its Lease before any follower can see the Lease expire.
-    const limit = this.leader ? Math.min(this.requestTimeoutMs, Math.max(1, Math.ceil(this.renewedAt + this.renewDeadlineMs - monotonic()))) : this.requestTimeoutMs;
+  /**
+   * One API request, bounded (a hung connection must not outlive the renew deadline unnoticed):
+   * past its bound it is aborted, its connection closed. With `cut`, a signal interrupting the start
+   * that makes it (`startInterrupt`) aborts it at once, and the client's loading before it: it fails
+   * with the signal's reason.
+   */
+  private async call<T>(what: string, request: (api: CoordinationV1Api, options: ConfigurationOptions) => Promise<T>, cut = true): Promise<T> {
+    const interrupt = cut ? startInterrupt() : undefined;
+    interrupt?.throwIfAborted();
+    const abort = new AbortController();
+    const onInterrupt = () => abort.abort(interrupt?.reason);
+    interrupt?.addEventListener('abort', onInterrupt, { once: true });
+    const aborted = new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => reject(abort.signal.reason), { once: true }));
     let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`Lease ${what} got no answer within ${limit} ms`)), limit);
+    const requesting = (async () => {
+      const { api, abortedBy } = await this.connect();
+      abort.signal.throwIfAborted();
+      // While leading, no request may run past the renew deadline: the leader must know it is no
+      // longer sure of its Lease before any follower can see the Lease expire.
+      const limit = this.leader ? Math.min(this.requestTimeoutMs, Math.max(1, Math.ceil(this.renewedAt + this.renewDeadlineMs - monotonic()))) : this.requestTimeoutMs;
+      timer = setTimeout(() => abort.abort(new Error(`Lease ${what} got no answer within ${limit} ms`)), limit);
       timer.unref();
-    });
-    return Promise.race([request(api), timeout]).finally(() => clearTimeout(timer));
+      return request(api, abortedBy(abort.signal));
+    })();
+    try {
+      return await Promise.race([requesting, aborted]);
+    } finally {
+      clearTimeout(timer);
+      interrupt?.removeEventListener('abort', onInterrupt);
+    }
   }
 
   /** The API client, made on first use (loading @kubernetes/client-node). */
   private connect(): Promise<Client> {
     this.client ??= (async () => {
-      const [{ CoordinationV1Api }, { apiStatus, kubeConfig }] = await Promise.all([import('@kubernetes/client-node'), import('./kube-config.js')]);
+      const [{ CoordinationV1Api, Observable }, { apiStatus, kubeConfig }] = await Promise.all([import('@kubernetes/client-node'), import('./kube-config.js')]);
       const kc = this.kube === undefined || isTarget(this.kube) ? kubeConfig(this.kube) : this.kube;
       this.apiStatus = apiStatus;
-      return { api: kc.makeApiClient(CoordinationV1Api) };
+      // The client's fetch takes the request context's signal; appended to the client's own
+      // middleware (its User-Agent), which a call's middleware otherwise replaces.
+      const abortedBy = (signal: AbortSignal): ConfigurationOptions => ({
+        middleware: [
+          {
+            pre: (context) => {
+              context.setSignal(signal);
+              return new Observable(Promise.resolve(context));
+            },
+            post: (response) => new Observable(Promise.resolve(response)),
+          },
+        ],
+        middlewareMergeStrategy: 'append',
+      });
+      return { api: kc.makeApiClient(CoordinationV1Api), abortedBy };
     })();
     this.client.catch(() => {
       this.client = undefined;

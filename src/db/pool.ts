@@ -63,11 +63,16 @@ export function ownClient(config: pg.ClientConfig): pg.Client {
  * a clock's first tick). Its interruption cuts them all, and refuses those asked for after it.
  */
 class StartConnections {
-  constructor(readonly interrupt: AbortSignal) {}
+  constructor(private readonly interrupt: AbortSignal) {}
 
   private readonly open = new Set<pg.Client>();
-  private cutting = false;
+  /** Aborted by the interruption while the start runs, never after it: what `startInterrupt` gives. */
+  private readonly cutting = new AbortController();
   private over = false;
+
+  get cutSignal(): AbortSignal {
+    return this.cutting.signal;
+  }
 
   track(client: pg.Client): void {
     if (this.over) return;
@@ -78,14 +83,14 @@ class StartConnections {
     const connect = client.connect.bind(client) as (callback?: (err: Error) => void) => unknown;
     (client as { connect: unknown }).connect = (callback?: (err: Error) => void) => {
       const connecting = connect(callback);
-      if (this.cutting && !this.over) cut(client);
+      if (this.cutting.signal.aborted && !this.over) cut(client);
       return connecting;
     };
   }
 
   cut(): void {
     if (this.over) return;
-    this.cutting = true;
+    this.cutting.abort(this.interrupt.reason);
     for (const client of this.open) cut(client);
   }
 
@@ -132,9 +137,15 @@ export async function interruptibleStart<T>(interrupt: AbortSignal | undefined, 
   }
 }
 
-/** The interruption of the start whose work calls it (`interruptibleStart`), for a wait of its own (a pause between tries) to end with it. */
+/**
+ * The interruption of the start whose work calls it (`interruptibleStart`), for a wait of its own (a
+ * pause between tries, a Kubernetes Lease's request) to end with it: aborted (with the signal's
+ * reason) by a signal that comes while the start runs, never by one after it, though what the start
+ * began (a clock's tick, the leadership's next check) still runs in its context then: the hub's
+ * graceful stop cuts nothing.
+ */
 export function startInterrupt(): AbortSignal | undefined {
-  return startConnections.getStore()?.interrupt;
+  return startConnections.getStore()?.cutSignal;
 }
 
 /** The connections each resilient pool has made and not yet closed (connecting ones too), and its name. */

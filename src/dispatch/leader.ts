@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Cadence, ClockRunner } from '../clock/clock.js';
-import { endClient, ownClient } from '../db/pool.js';
+import { endClient, ownClient, startInterrupt } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -245,7 +245,9 @@ export class Leadership {
           for (const { clock, name } of this.gated) void clock.trigger(name);
         }
       } catch (err) {
-        logger().warn({ err: loggableMessage(err) }, `leader election failed (${this.elector.description}); trying again`);
+        // Cut by a signal during the start (src/db/pool.ts): the start ends, saying so itself.
+        if (startInterrupt()?.aborted) logger().debug({ err: loggableMessage(err) }, `leader election cut by the start's interruption (${this.elector.description})`);
+        else logger().warn({ err: loggableMessage(err) }, `leader election failed (${this.elector.description}); trying again`);
       }
     })().finally(() => {
       this.checking = undefined;

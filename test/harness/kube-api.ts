@@ -572,7 +572,7 @@ export class KubeApiStandIn {
   private rv = 1;
   private compactedTo = 0;
   private readonly failures: Failure[] = [];
-  private readonly stalls: Array<{ method: string; path: RegExp; times: number; released: Promise<void>; held: number }> = [];
+  private readonly stalls: Array<{ method: string; path: RegExp; times: number; released: Promise<void>; held: number; abandoned: number }> = [];
   private readonly listHooks: ListHook[] = [];
   private rbac: { grants: Grant[]; exempt: Set<string>; byToken: Map<string, Grant[]> } | undefined;
   private readonly watchers = new Set<Watcher>();
@@ -657,15 +657,17 @@ export class KubeApiStandIn {
    * The next `times` requests of `method` whose path matches are not answered until the returned
    * function is called (an API server that hangs under load); then they are served as usual.
    */
-  stallNext(method: string, path: RegExp, times = 1): (() => void) & { readonly held: number } {
+  stallNext(method: string, path: RegExp, times = 1): (() => void) & { readonly held: number; readonly abandoned: number } {
     let release!: () => void;
     const released = new Promise<void>((resolve) => {
       release = resolve;
     });
-    const stall = { method: method.toUpperCase(), path, times, released, held: 0 };
+    const stall = { method: method.toUpperCase(), path, times, released, held: 0, abandoned: 0 };
     this.stalls.push(stall);
-    // `held`: how many requests it holds (or held) so far.
-    return Object.defineProperty(release, 'held', { get: () => stall.held }) as (() => void) & { readonly held: number };
+    // `held`: how many requests it holds (or held) so far; `abandoned`: how many of them their
+    // client gave up while held (closed the connection, as an aborted request does).
+    Object.defineProperty(release, 'held', { get: () => stall.held });
+    return Object.defineProperty(release, 'abandoned', { get: () => stall.abandoned }) as (() => void) & { readonly held: number; readonly abandoned: number };
   }
 
   /**
@@ -1265,7 +1267,10 @@ export class KubeApiStandIn {
     if (stall) {
       stall.times -= 1;
       stall.held += 1;
+      const onClose = () => (stall.abandoned += 1);
+      res.once('close', onClose);
       await stall.released;
+      res.off('close', onClose);
     }
 
     const route = this.route(url.pathname);
