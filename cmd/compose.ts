@@ -91,7 +91,8 @@ interface StartOptions {
   now?: Now;
   /**
    * A signal during the start (the executable's first SIGTERM, SIGINT or SIGHUP) interrupts it: the
-   * embedded PostgreSQL's own start is stopped (initdb, the server's launch: setupDatabase), and
+   * embedded PostgreSQL's own start is stopped (its waits for the data directory's lock and for an
+   * orphan's stop, initdb, the server's launch: setupDatabase), and
    * every database connection the start made is cut, the pools' included (src/db/pool.ts
    * `interruptibleStart`: the migrations' wait for their lock, the stored secrets' check, the outbox
    * listener's and the leadership's connects); no further step is begun, and the start fails,

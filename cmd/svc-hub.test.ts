@@ -708,6 +708,40 @@ describe('svc-hub executable', () => {
 });
 
 describeRequiring(tmuxProblem(), 'tmux', 'svc-hub started from a terminal that has gone since', () => {
+  it('a signal while the start stops an orphaned PostgreSQL that does not stop (frozen): interrupted at once, exit 0, one line; the orphan, asked to stop, ends once thawed and the next start serves', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const env = { SVC_DATA_DIR: dataDir, SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_EMBEDDING_PROVIDER: 'none' };
+    const port = await freePort();
+    const first = start(['serve'], { ...env, PORT: String(port) });
+    await waitReady(`http://127.0.0.1:${port}`);
+    const clusterDir = join(dataDir, 'pg');
+    const pgPid = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const frozen = freeze(clusterDir);
+    try {
+      const again = start(['serve'], { ...env, PORT: String(port) });
+      await until('the start to stop the orphan', () => again.output().includes('stopping the embedded PostgreSQL a previous hub left running'), { timeoutMs: 60_000, detail: () => again.output() });
+      const signalled = performance.now();
+      again.child.kill('SIGTERM');
+      // Was: the start waited for the orphan's fast shutdown (30 s) and its immediate one (10 s).
+      expect({ exit: await exitWithin(again, 30_000), output: again.output() }).toMatchObject({ exit: 0 });
+      expect(performance.now() - signalled).toBeLessThan(10_000);
+      expect(again.output().match(/the start was interrupted by the stop; what it had acquired is released/g)).toHaveLength(1);
+      expect(again.output()).not.toMatch(/the stop did not end within|does not stop|"level":50|"level":60|\bERROR\b|\bFATAL\b/);
+      expect(isLive(pgPid)).toBe(true);
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+    }
+    // Thawed, the orphan ends the fast shutdown it was asked for; the next start takes its place.
+    await until('the orphan to end', () => !isLive(pgPid), { timeoutMs: 30_000 });
+    const served = start(['serve'], { ...env, PORT: String(port) });
+    await waitReady(`http://127.0.0.1:${port}`);
+    expect(served.output()).not.toContain('left running');
+    served.child.kill('SIGTERM');
+    expect(await exitCodeShowingOutput(served)).toBe(0);
+  }, 180_000);
+
   it('all, its logs in a file: SIGTERM stops it with exit 0, every line written, `stopped` the last', async () => {
     const dataDir = join(tempDir(), 'data');
     const port = await freePort();

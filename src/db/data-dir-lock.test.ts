@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -9,7 +9,7 @@ import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
 import { lockFree, withoutFlock } from '../../test/harness/data-dir-lock.js';
 import * as earlier from '../../test/harness/hub-pid-83b12e2.js';
-import { here, lockDataDir, unlockDataDir } from './embedded.js';
+import { here, lockDataDir, startEmbedded, unlockDataDir } from './embedded.js';
 
 /**
  * `<dataDir>/hub.lock` (the kernel lock) and `<dataDir>/hub.pid` taken by several processes at the
@@ -259,6 +259,50 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     await until('hub.lock to be free', () => lockFree(dir));
     await lockDataDir(dir);
     unlockDataDir(dir);
+  }, 30_000);
+
+  it("a signal during that wait (the start's interrupt) ends it at once with the signal's reason: nothing written, hub.lock not kept open", async () => {
+    const dir = lockDir();
+    const lockPath = join(dir, 'hub.lock');
+    writeFileSync(lockPath, '');
+    const holder = spawn('flock', ['-x', lockPath, 'sleep', '600'], { stdio: 'ignore', detached: true });
+    groups.push(holder.pid!);
+    await until('the holder to take hub.lock', () => !lockFree(dir));
+    const openHere = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`) === lockPath;
+      } catch {
+        return false;
+      }
+    });
+    const stop = new AbortController();
+    // Under way once the call returns: hub.lock opened and found locked, the holder looked for.
+    const taking = lockDataDir(dir, stop.signal).then(
+      () => 'taken',
+      (err: Error) => err.message,
+    );
+    expect(openHere()).toHaveLength(1);
+    const signalled = performance.now();
+    stop.abort(new Error('SIGTERM'));
+    // Was: the wait went on for its 5 s, then refused ('is in use').
+    expect(await taking).toBe('SIGTERM');
+    expect(performance.now() - signalled).toBeLessThan(1_000);
+    expect(readdirSync(dir)).toEqual(['hub.lock']);
+    expect(openHere()).toEqual([]);
+    // The embedded PostgreSQL's start passes its interrupt on.
+    const later = new AbortController();
+    const embedded = startEmbedded({ dataDir: dir, interrupt: later.signal }).then(
+      () => 'started',
+      (err: Error) => err.message,
+    );
+    await until('the start to wait on hub.lock', () => openHere().length === 1);
+    const again = performance.now();
+    later.abort(new Error('SIGINT'));
+    expect(await embedded).toBe('SIGINT');
+    expect(performance.now() - again).toBeLessThan(1_000);
+    expect(readdirSync(dir)).toEqual(['hub.lock']);
+    process.kill(-holder.pid!, 'SIGKILL');
+    await until('hub.lock to be free', () => lockFree(dir));
   }, 30_000);
 
   it('without flock (not on PATH): the identity rules alone, with a warning; a file of another place is refused even under the lock it names, and is taken with flock back; a start writes hub.pid without the lock mark', async () => {

@@ -9,6 +9,7 @@ import { setupDatabase } from '../runtime/database-setup.js';
 import { packageRoot } from '../package-root.js';
 import { embeddedUrl, freePort, here, isLive, socketDirFor, startEmbedded } from './embedded.js';
 import { endPool, resilientPool } from './pool.js';
+import { freeze, thaw } from '../../test/harness/freeze.js';
 import { until } from '../../test/harness/until.js';
 import { lockFree, withoutFlock } from '../../test/harness/data-dir-lock.js';
 
@@ -303,6 +304,54 @@ describe('embedded PostgreSQL', () => {
     } finally {
       await again.stop();
       other.kill('SIGKILL');
+    }
+  }, 180_000);
+
+  it("a signal while the start waits for such an orphan to stop (its disk hung: every process frozen) ends the wait at once with the signal's reason; the orphan has its fast shutdown requested, finishes it once thawed, and the next start takes the directory", async () => {
+    const dataDir = join(tempDir(), 'data');
+    const hub = namespacedHub(dataDir, { ownNamespaces: false });
+    const { pid } = await hub.started;
+    const clusterDir = join(dataDir, 'pg');
+    const postmaster = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    orphans.push(postmaster);
+    process.kill(pid, 'SIGKILL');
+    await until('the hub to exit', () => !isLive(pid));
+    const frozen = freeze(clusterDir);
+    // SIGINT (signal 2) pending on the frozen postmaster: the fast shutdown requested, not yet acted on.
+    const shutdownRequested = () => (Number.parseInt(/^ShdPnd:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${postmaster}/status`, 'utf8'))?.[1]?.slice(-1) ?? '0', 16) & 2) === 2;
+    try {
+      expect(shutdownRequested()).toBe(false);
+      const stop = new AbortController();
+      const starting = startEmbedded({ dataDir, interrupt: stop.signal }).then(
+        async (db) => {
+          await db.stop();
+          return 'started';
+        },
+        (err: Error) => err.message,
+      );
+      await until('the orphan to be asked to stop', shutdownRequested, 30_000);
+      const signalled = performance.now();
+      stop.abort(new Error('SIGTERM'));
+      let timer: NodeJS.Timeout | undefined;
+      // Was: the wait went on for the fast shutdown's 30 s and the immediate one's 10 s, then failed ('does not stop').
+      expect(await Promise.race([starting, new Promise((resolve) => (timer = setTimeout(() => resolve('still starting after 10 s'), 10_000)))])).toBe('SIGTERM');
+      clearTimeout(timer);
+      expect(performance.now() - signalled).toBeLessThan(2_000);
+      // Left as it was: the orphan holds the directory, asked to stop; nothing of the interrupted start's.
+      expect(isLive(postmaster)).toBe(true);
+      expect(readFileSync(join(dataDir, 'hub.holder'), 'utf8').split('\n')[0]).toBe(String(pid));
+    } finally {
+      thaw(frozen);
+    }
+    // Thawed, the orphan ends its fast shutdown by itself (no immediate shutdown: its cluster is consistent).
+    await until('the orphan to finish its shutdown', () => !isLive(postmaster), 30_000);
+    expect(existsSync(join(clusterDir, 'postmaster.pid'))).toBe(false);
+    expect(lockFree(dataDir)).toBe(true);
+    const again = await startEmbedded({ dataDir });
+    try {
+      expect(await answers(again.url)).toBe(1);
+    } finally {
+      await again.stop();
     }
   }, 180_000);
 

@@ -22,6 +22,7 @@ import {
 import { createServer } from 'node:net';
 import { arch, hostname, platform, userInfo } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
@@ -104,12 +105,14 @@ export interface EmbeddedOptions {
    */
   stopWaitMs?: number;
   /**
-   * A signal during the start (the executable's, cmd/stop.ts) stops it where it is: initdb killed
-   * (its process group with it) and its half-made cluster removed, so the next start makes it anew;
-   * a server being launched stopped (an immediate shutdown: it was not serving yet) and waited for;
-   * a server that is up stopped. The data directory is released (hub.pid removed) and the start
-   * fails with the signal's reason. The connection that creates the database is cut by the caller's
-   * `interruptibleStart` (src/db/pool.ts).
+   * A signal during the start (the executable's, cmd/stop.ts) stops it where it is: the wait for
+   * the holder of a locked `hub.lock` ended (nothing taken); the wait for an orphan PostgreSQL's
+   * stop ended, the orphan's fast shutdown requested already and left to finish by itself (stopOrphan);
+   * initdb killed (its process group with it) and its half-made cluster removed, so the next start
+   * makes it anew; a server being launched stopped (an immediate shutdown: it was not serving yet)
+   * and waited for; a server that is up stopped. The data directory is released (hub.pid removed)
+   * and the start fails with the signal's reason. The connection that creates the database is cut
+   * by the caller's `interruptibleStart` (src/db/pool.ts).
    */
   interrupt?: AbortSignal;
 }
@@ -202,7 +205,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedD
   if (userInfo().uid === 0) chmodSync(dataDir, 0o711);
   // The kernel lock taken (every earlier holder has exited), or a stale hub.holder or hub.pid replaced (the hub
   // that left it ran here, and so did the server it left, if any).
-  const lock = await lockDataDir(dataDir);
+  const lock = await lockDataDir(dataDir, options.interrupt);
   const startedHere = lock.certain || lock.replaced !== undefined;
   try {
     options.interrupt?.throwIfAborted();
@@ -225,7 +228,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
   const runtimeDir = resolve(options.runtimeDir ?? DEFAULT_RUNTIME_DIR);
   const install = reachableInstall(options.installDir ?? (await packagedInstall()), runAs, runtimeDir);
   const clusterDir = placeCluster(dataDir, runAs, runtimeDir);
-  await stopOrphan(clusterDir, { dataDir, startedHere });
+  await stopOrphan(clusterDir, { dataDir, startedHere }, options.interrupt);
 
   const port = options.port ?? (await freePort());
   // `let`: a server that cannot make its socket is started again without one (below).
@@ -643,11 +646,16 @@ function readPidFile(clusterDir: string): PidFile | undefined {
  * so the hub that left the server ran here; or the caller restarts its own server. Without the lock
  * and with neither found, nothing says where the server runs: the start is refused
  * (StartRefused) and the file left.
+ *
+ * `interrupt` (a signal during the start) ends the wait for the orphan's stop at once, failing with
+ * its reason: the orphan has been sent its fast shutdown, which it finishes by itself (its
+ * postmaster.pid removed, the cluster left consistent); a start meanwhile finds it still stopping
+ * and waits for it as for any orphan. It is not escalated to an immediate shutdown, nor killed.
  */
-export async function stopOrphan(clusterDir: string, found?: { dataDir: string; startedHere: boolean }): Promise<void> {
+export async function stopOrphan(clusterDir: string, found?: { dataDir: string; startedHere: boolean }, interrupt?: AbortSignal): Promise<void> {
   const file = readPidFile(clusterDir);
   if (!file) return;
-  if (await stopLiveOrphan(clusterDir, found?.dataDir)) return; // a clean shutdown removes postmaster.pid
+  if (await stopLiveOrphan(clusterDir, found?.dataDir, interrupt)) return; // a clean shutdown removes postmaster.pid
   const pidFile = join(clusterDir, 'postmaster.pid');
   if (found && !found.startedHere) {
     throw new StartRefused(
@@ -660,9 +668,10 @@ export async function stopOrphan(clusterDir: string, found?: { dataDir: string; 
 
 /**
  * stopOrphan's first half: when `postmaster.pid` names a live postgres of this cluster in this pid
- * namespace, that server is stopped (true), unless its hub runs (refused); else false, the file left.
+ * namespace, that server is stopped (true), unless its hub runs (refused); else false, the file
+ * left. `interrupt`: as stopOrphan says.
  */
-async function stopLiveOrphan(clusterDir: string, dataDir?: string): Promise<boolean> {
+async function stopLiveOrphan(clusterDir: string, dataDir?: string, interrupt?: AbortSignal): Promise<boolean> {
   const file = readPidFile(clusterDir);
   if (!file || !(file.pid > 0 && isPostgresOf(file.pid, clusterDir))) return false;
   const owner = liveNodeParent(file.pid);
@@ -675,9 +684,16 @@ async function stopLiveOrphan(clusterDir: string, dataDir?: string): Promise<boo
       signal(file.pid, 'SIGQUIT');
       if (Date.now() > deadline + 10_000) throw new Error(`PostgreSQL pid ${file.pid} on ${clusterDir} does not stop`);
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await pause(50, interrupt);
   }
   return true;
+}
+
+/** Waits `ms`; `interrupt` ends the wait at once, failing with its reason. */
+async function pause(ms: number, interrupt?: AbortSignal): Promise<void> {
+  interrupt?.throwIfAborted();
+  await sleep(ms, undefined, { signal: interrupt }).catch(() => undefined);
+  interrupt?.throwIfAborted();
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {
@@ -894,8 +910,11 @@ const HOLDER_WAIT_MS = 5_000;
  *   `takeFile` applies them, with a warning.
  *
  * hub.pid is written whole beside its place and renamed into it. Resolves to what was taken.
+ *
+ * `interrupt` (a signal during the start) ends the wait for a holder to show itself, and for an
+ * orphan to stop (stopOrphan), at once: the start fails with its reason, nothing taken or written.
  */
-export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
+export async function lockDataDir(dataDir: string, interrupt?: AbortSignal): Promise<DataDirLock> {
   const key = resolve(dataDir);
   if (heldLocks.has(key)) throw new StartRefused(`data directory ${dataDir} is already held by this process (pid ${process.pid})`);
   const me = here();
@@ -903,7 +922,7 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   const fd = openLockFile(lockPath);
   let kept = false;
   try {
-    const got = await takeKernelLock(dataDir, fd, me);
+    const got = await takeKernelLock(dataDir, fd, me, interrupt);
     if (got === 'acquired') {
       const replaced = await replaceUnderLock(dataDir, me);
       heldLocks.set(key, fd);
@@ -982,9 +1001,10 @@ function tryKernelLock(fd: number): 'acquired' | 'held' | { unavailable: string 
 }
 
 /** lockDataDir's kernel lock: taken, or refused while another holds it, or unavailable. */
-async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'acquired' | { unavailable: string }> {
+async function takeKernelLock(dataDir: string, fd: number, me: Place, interrupt: AbortSignal | undefined): Promise<'acquired' | { unavailable: string }> {
   let deadline = Date.now() + HOLDER_WAIT_MS;
   for (;;) {
+    interrupt?.throwIfAborted();
     const state = tryKernelLock(fd);
     if (state !== 'held') return state;
     const { path: hubPid, holder } = readHolderFile(dataDir);
@@ -993,7 +1013,7 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'
     // Held, by no hub that can be named: an orphan of this place, visible here, is stopped; else
     // the holder is waited for a moment (a start writes hub.holder right after it took the lock; an
     // orphan's last processes exit after it).
-    if (await stopLiveOrphan(clusterDirOf(dataDir), dataDir)) {
+    if (await stopLiveOrphan(clusterDirOf(dataDir), dataDir, interrupt)) {
       deadline = Date.now() + HOLDER_WAIT_MS;
       continue;
     }
@@ -1008,7 +1028,7 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place): Promise<'
         `data directory ${dataDir} is in use: ${join(dataDir, KERNEL_LOCK_FILE)} is locked by a live process, and ${hubPid} ${why}. Stop the svc-hub or PostgreSQL that uses the directory (here, \`fuser -v ${join(dataDir, KERNEL_LOCK_FILE)}\` lists the processes that have it open), or point SVC_DATA_DIR at another directory`,
       );
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await pause(50, interrupt);
   }
 }
 

@@ -31,7 +31,8 @@ export interface DatabaseSetup {
  * Reaches PostgreSQL (the external one of `svc.datasource.url`, else the embedded one under the data
  * directory), applies pending migrations when asked, and opens the application and worker pools.
  * `interrupt` (a signal during the start, cmd/stop.ts) fails it promptly: the embedded server's own
- * start is stopped (initdb or the server's launch: startEmbedded), no further step is begun, and an
+ * start is stopped (the wait for the data directory's lock or for an orphan's stop, initdb, the
+ * server's launch: startEmbedded), no further step is begun, and an
  * embedded PostgreSQL it started is stopped (its data directory freed). Its callers run it within
  * `interruptibleStart` (src/db/pool.ts) on the same signal, which cuts its connections (a wait for
  * the migrations' lock or for a database that does not answer ends).
