@@ -553,37 +553,50 @@ describe('svc-hub executable', () => {
     // A login hangs for the sessions each case selects: the start's steps as the owner go through,
     // then it waits on the pools (the stored secrets' check), on the outbox listener's connect or
     // on the leader election's (as the worker role, each with an application name of its own).
+    // `bound`: what the hub logs when the step's own connect bound (5 s) passes: the step then ended
+    // by itself and the start went on, so a signal after it proves nothing of the step's cut (a slow
+    // machine, the hung login seen late): that attempt is made again.
     const cases = [
-      { waits: 'the pools', when: "session_user in ('svc_app', 'svc_worker')", which: "usename in ('svc_app', 'svc_worker')", roles: ['serve', 'all'] },
-      { waits: "the outbox listener's connect", when: "current_setting('application_name') = 'svc-hub outbox listener'", which: "application_name = 'svc-hub outbox listener'", roles: ['serve'] },
-      { waits: "the leadership's connect", when: "current_setting('application_name') like 'svc-hub leader%'", which: "application_name like 'svc-hub leader%'", roles: ['all'] },
+      { waits: 'the pools', when: "session_user in ('svc_app', 'svc_worker')", which: "usename in ('svc_app', 'svc_worker')", roles: ['serve', 'all'], bound: undefined },
+      { waits: "the outbox listener's connect", when: "current_setting('application_name') = 'svc-hub outbox listener'", which: "application_name = 'svc-hub outbox listener'", roles: ['serve'], bound: 'outbox listener could not connect' },
+      { waits: "the leadership's connect", when: "current_setting('application_name') like 'svc-hub leader%'", which: "application_name like 'svc-hub leader%'", roles: ['all'], bound: 'leader election failed' },
     ];
-    for (const { waits, when, which, roles } of cases) {
+    for (const { waits, when, which, roles, bound } of cases) {
       const dataDir = join(tempDir(), 'data');
       const pgPort = await freePort();
       // The pools' own wait for a connection (svc.datasource.connect-timeout) longer than the stop's limit: only the cut ends it.
       const env = { SVC_DATA_DIR: dataDir, SVC_EMBEDDED_PORT: String(pgPort), SVC_HTTP_SHUTDOWN_GRACE: '1s', SVC_EMBEDDING_PROVIDER: 'none', SVC_DATASOURCE_CONNECT_TIMEOUT: '120s' };
       expect(await exitCodeShowingOutput(start(['migrate'], env))).toBe(0);
       const serverUrl = await hangLogins(dataDir, pgPort, when);
-      for (const role of roles) {
+      // The start signalled once the login hangs: its exit, how long after the signal, and its output.
+      const signalledWhileHung = async (role: string) => {
         const command = start([role], { ...env, PORT: String(await freePort()) });
         await until('the embedded PostgreSQL to be ready', () => command.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, detail: () => command.output() });
         const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
         await untilLoginHangs(serverUrl, which, () => command.output());
         const signalled = performance.now();
         command.child.kill('SIGTERM');
+        const exit = await exitWithin(command, 80_000);
+        const output = command.output();
+        return { exit, ms: performance.now() - signalled, output, beforeSignal: output.slice(0, output.indexOf('SIGTERM: ')), pgPid };
+      };
+      for (const role of roles) {
+        let run = await signalledWhileHung(role);
+        for (let attempt = 2; bound && run.beforeSignal.includes(bound) && attempt <= 3; attempt++) run = await signalledWhileHung(role);
         // Was: given up at the limit (the grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid left.
-        expect({ waits, role, exit: await exitWithin(command, 80_000), output: command.output() }).toMatchObject({ exit: 0 });
+        expect({ waits, role, exit: run.exit, output: run.output }).toMatchObject({ exit: 0 });
         // The embedded server's fast shutdown ends the sessions sleeping in their login.
-        expect(performance.now() - signalled).toBeLessThan(10_000);
-        expect(command.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
-        expect(command.output()).not.toContain('the stop did not end within');
-        expect(command.output()).toContain('embedded PostgreSQL stopped');
+        expect(run.ms).toBeLessThan(10_000);
+        expect(run.output).toContain('the start was interrupted by the stop; what it had acquired is released');
+        // The step's failure is the interruption's consequence, not news: the start's one line says it.
+        if (bound) expect(run.output).not.toContain(bound);
+        expect(run.output).not.toContain('the stop did not end within');
+        expect(run.output).toContain('embedded PostgreSQL stopped');
         expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
-        expect(() => process.kill(pgPid, 0)).toThrow();
+        expect(() => process.kill(run.pgPid, 0)).toThrow();
       }
     }
-  }, 400_000);
+  }, 600_000);
 
   it('a second hub that finds the lock file gone (removed by hand) refuses to start, and does not stop the running hub\'s PostgreSQL as an orphan', async () => {
     const dataDir = join(tempDir(), 'data');

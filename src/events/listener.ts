@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { endClient, ownClient } from '../db/pool.js';
+import { endClient, ownClient, startInterrupt } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -77,7 +77,9 @@ export class OutboxListener {
       this.backoff = RECONNECT_FIRST_MS;
     } catch (err) {
       if (this.stopped) return;
-      logger().warn({ err: loggableMessage(err) }, `outbox listener could not connect; retrying in ${this.backoff} ms`);
+      // Cut by a signal during the start (src/db/pool.ts): the start ends, saying so itself, and stops this listener.
+      if (startInterrupt()?.aborted) logger().debug({ err: loggableMessage(err) }, "outbox listener's connect cut by the start's interruption");
+      else logger().warn({ err: loggableMessage(err) }, `outbox listener could not connect; retrying in ${this.backoff} ms`);
       void endClient(client).catch(() => undefined);
       this.reconnectLater();
     } finally {
