@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { latestSlot } from '../src/connectors/schedule.js';
 import { startDemoSource } from '../src/demo-source/server.js';
+import { captureLogs } from '../test/harness/log-capture.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { parseRunArgs, runCommand } from './run.js';
 
@@ -246,6 +247,18 @@ describe('svc-hub run export', () => {
     const { slot, lines } = await noBackFill('export');
     const stamp = slot.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
     expect(lines[0]).toMatch(new RegExp(`^export yearly Completed .*location=s3://drops/yearly-${stamp}\\.csv$`));
+  });
+
+  it('an export the tenant does not have: one line, exit 1, no error logged with a stack (docs/operations.md)', async () => {
+    const logs = captureLogs('info');
+    try {
+      const { code, lines } = await cli(['export', 'nope', '--tenant', 'default']);
+      expect(code).toBe(1);
+      expect(lines).toEqual(['error: export nope not found']);
+      expect(logs.lines().filter((l) => l.msg === 'svc-hub run failed' || l.err !== undefined)).toEqual([]);
+    } finally {
+      logs.restore();
+    }
   });
 
   it('parses its arguments', () => {

@@ -2,6 +2,7 @@ import type { Config } from '../src/config/config.js';
 import type { RunRecord } from '../src/connectors/runs/ledger.js';
 import type { ExportRun } from '../src/exports/runs/ledger.js';
 import type { AreaServices } from '../src/runtime/services.js';
+import { HubError } from '../src/errors.js';
 import { logger } from '../src/observability/logger.js';
 import { startHub } from './compose.js';
 import { boundedCommand, NO_SIGNAL, startedOrInterrupted, stopLimitMs } from './stop.js';
@@ -130,7 +131,11 @@ async function runOn(services: AreaServices, args: RunArgs, out: (line: string) 
     for (const run of runs) out(summary(run));
     return runs.some((r) => r.status === 'Failed') ? 1 : 0;
   } catch (err) {
-    logger().error({ err }, 'svc-hub run failed');
+    // A refusal the hub answers an API caller with (an export NAME the tenant does not have, a run
+    // already in flight: a 4xx) says everything in its message: one line, no stack. Anything else
+    // is a defect, logged with its stack.
+    const refusal = err instanceof HubError && err.render().status < 500;
+    if (!refusal) logger().error({ err }, 'svc-hub run failed');
     const hint = (err as { hint?: unknown }).hint;
     out(`error: ${(err as Error).message}${typeof hint === 'string' ? ` (${hint})` : ''}`);
     return 1;
