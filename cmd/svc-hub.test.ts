@@ -5,7 +5,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { freePort, isLive, startEmbedded } from '../src/db/embedded.js';
+import { DataDirInUse, freePort, isLive, startEmbedded } from '../src/db/embedded.js';
 import { readMigrations } from '../src/db/migrations.js';
 import { ddlLockName, tenantSchema } from '../src/connectors/target/ddl.js';
 import { startDemoSource } from '../src/demo-source/server.js';
@@ -288,6 +288,19 @@ describe('svc-hub executable', () => {
     expect(expectedFailure(Object.assign(new Error('password authentication failed for user "svc"'), { code: '28P01' }))).toBe(
       'the database refused the connection: password authentication failed for user "svc"',
     );
+  });
+
+  it('a one-shot command on the data directory of a running hub is told to stop it or pass DATABASE_URL, not to take another SVC_DATA_DIR (an empty database)', () => {
+    const held = new DataDirInUse('/srv/hub/.svc', 4242);
+    for (const role of ['migrate', 'run', 'secrets', 'outbox']) {
+      const line = expectedFailure(held, role)!;
+      expect(line).toContain('data directory /srv/hub/.svc is already used by another svc-hub process (pid 4242)');
+      expect(line).toContain(`give svc-hub ${role} the running server's URL as DATABASE_URL`);
+      expect(line).not.toContain('SVC_DATA_DIR');
+    }
+    // A second hub is still told to choose another data directory.
+    expect(expectedFailure(held, 'all')).toBe(held.message);
+    expect(held.message).toContain('point SVC_DATA_DIR at another directory');
   });
 
   it('an unexpected start failure that is a PostgreSQL error quoting a value is logged without the value, in its message too', () => {

@@ -1,6 +1,7 @@
 import { closeSync, openSync } from 'node:fs';
 import { isatty } from 'node:tty';
 import { Config, ConfigError } from '../src/config/config.js';
+import { DataDirInUse } from '../src/db/embedded.js';
 import { isDatabaseUnavailable } from '../src/db/unavailable.js';
 import { installCrashLogging } from '../src/observability/crash.js';
 import { StartRefused } from '../src/errors.js';
@@ -124,7 +125,7 @@ export function releaseTerminalInput(): void {
 
 /** The log line of a start that failed: one line for an expected failure, its stack with an unexpected one. */
 export function logStartFailure(role: string, err: unknown): void {
-  const expected = expectedFailure(err);
+  const expected = expectedFailure(err, role);
   if (expected) {
     // One line that says it all; the stack and the causes only for whoever asks (svc.log.level=debug).
     logger().debug({ err }, 'the start failure in full');
@@ -138,7 +139,12 @@ export function logStartFailure(role: string, err: unknown): void {
  * database unreachable or refusing the hub's connection), or undefined for an unexpected one, which
  * is logged with its stack.
  */
-export function expectedFailure(err: unknown): string | undefined {
+export function expectedFailure(err: unknown, role?: string): string | undefined {
+  // A one-shot command on the data directory of a hub that runs: another SVC_DATA_DIR, which the
+  // refusal suggests to a second hub, would give the command another, empty database.
+  if (err instanceof DataDirInUse && err.place === undefined && role !== undefined && ONE_SHOT.has(role)) {
+    return `data directory ${err.dataDir} is already used by another svc-hub process (pid ${err.pid}), whose embedded PostgreSQL svc-hub ${role} would start: stop that process first, or give svc-hub ${role} the running server's URL as DATABASE_URL (docs/operations.md, "Starting and stopping")`;
+  }
   if (err instanceof StartRefused) return err.message;
   if (isDatabaseUnavailable(err)) return `the database cannot be reached: ${reasonOf(err)}`;
   const code = (err as { code?: unknown } | undefined)?.code;
@@ -146,6 +152,9 @@ export function expectedFailure(err: unknown): string | undefined {
   if (code === '28000' || code === '28P01' || code === '3D000') return `the database refused the connection: ${reasonOf(err)}`;
   return undefined;
 }
+
+/** The commands that do their work and exit, on the database of the data directory when no URL is given. */
+const ONE_SHOT = new Set(['migrate', 'run', 'secrets', 'outbox']);
 
 /** An error's message; Node's connect to every address of a name (an AggregateError) has none of its own. */
 function reasonOf(err: unknown): string {
