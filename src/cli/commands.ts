@@ -1172,7 +1172,7 @@ export const COMMANDS: Command[] = [
   {
     name: 'exports cancel',
     args: ['NAME', 'RUN_ID'],
-    summary: 'Stop a Running run (it ends Failed interrupted; nothing is published)',
+    summary: 'Stop a Running run (it ends Failed interrupted, nothing published; one already publishing ends as its publication does)',
     run: async (c) => void (await act(c, 'POST', path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/cancel`, `export/${c.args[0]!.toLowerCase()}: run ${c.args[1]} cancellation requested`)),
   },
   {
