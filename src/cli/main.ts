@@ -374,7 +374,7 @@ ${twoColumns(GLOBAL_HELP, width)}
 
 ${paragraph(
   'Configuration: svc login writes $SVC_CLI_CONFIG (default $XDG_CONFIG_HOME/svc/config.json, else ~/.config/svc/config.json; mode 0600); SVC_URL, SVC_TOKEN and SVC_DEV_TENANT override it; a token goes over plain http to another machine only after svc login --allow-http, or with SVC_ALLOW_HTTP=1.',
-)}${paragraph('Exit codes: 0 ok, 1 failed (an HTTP error prints the hub\'s message and status), 2 wrong command line, 130 interrupted. See docs/cli.md.')}`;
+)}${paragraph('Exit codes: 0 ok, 1 failed (an HTTP error prints the hub\'s message and status), 2 wrong command line (svc diff: 1 a difference, 2 an error), 130 interrupted (Ctrl-C), 143 stopped by SIGTERM. See docs/cli.md.')}`;
 }
 
 function overview(width: number): string {
