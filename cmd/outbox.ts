@@ -26,9 +26,9 @@ export const OUTBOX_USAGE = `usage: svc-hub outbox consumers
   of the oldest of them), when it last advanced, and whether this version of the hub runs it.
   drop-consumer: removes the cursor NAME, so the daily purge no longer keeps events for it; for a
   consumer that no hub runs any more (left by an older version). A consumer this version runs
-  (${RUNNING.join(', ')}) is refused: dropping its cursor would make it start over. So is one
-  that advanced in the last ${QUIET_MINUTES} minutes (a hub may still run it, and without its cursor it
-  would start again at the outbox's head, passing over what came in between), unless --force.
+  (${RUNNING.join(', ')}) is refused: without its cursor it would start again at
+  the outbox's head, passing over the events it had not handled yet. So is one that advanced in
+  the last ${QUIET_MINUTES} minutes (a hub may still run it, and would do the same), unless --force.
 `;
 
 type OutboxArgs = { command: 'consumers' } | { command: 'drop-consumer'; name: string; force: boolean };
