@@ -493,6 +493,40 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       }
     });
 
+    it('an SFTP server process killed mid-upload while SSH stays up: publication at once, saying the session ended, not after requestTimeoutMs', async () => {
+      const dir = freshDir();
+      const sftpProcesses = async () => {
+        const { stdout } = await run('pgrep', ['-f', `sshd: ${sshd.user}@internal-sftp`]).catch(() => ({ stdout: '' }));
+        return stdout.split('\n').filter(Boolean);
+      };
+      const before = new Set(await sftpProcesses());
+      const body = Readable.from(
+        (async function* () {
+          yield Buffer.alloc(64 * 1024, 'a');
+          await until('the .part file on the server', () => partFiles(dir).length === 1);
+          // This connection's SFTP process dies; its SSH process stays and closes the channel.
+          const killed = (await sftpProcesses()).filter((pid) => !before.has(pid));
+          expect(killed).toHaveLength(1);
+          await run('kill', ['-KILL', ...killed]);
+          await new Promise((r) => setTimeout(r, 200));
+          yield Buffer.alloc(1024 * 1024, 'b');
+        })(),
+        { objectMode: false },
+      );
+      const started = performance.now();
+      const err = (await destination(join(dir, 'killed.csv'), { requestTimeoutMs: 30_000 })
+        .publish(body, { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.code).toBe('publication');
+      expect(err.reason).toMatch(
+        /^the SFTP server of 127\.0\.0\.1:\d+ ended the session \(its process exited\), so the connection was cut: the connection to 127\.0\.0\.1:\d+ failed while writing \/.+\.part; the partial file \/.+\.part could not be removed$/,
+      );
+      // Not the 30 s an unanswered request is given (ssh2 keeps a write sent after the channel closed waiting).
+      expect(performance.now() - started).toBeLessThan(10_000);
+      expect(existsSync(join(dir, 'killed.csv'))).toBe(false);
+    });
+
     it('an SSH server that logs the user in and never answers SFTP: publication within connectTimeoutMs', async () => {
       // ssh2's own server: login accepted, the sftp subsystem accepted as a bare channel that never speaks.
       const hostKey = ssh2.utils.generateKeyPairSync('ed25519');

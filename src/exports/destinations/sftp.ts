@@ -88,12 +88,21 @@ export class SftpDestination implements Destination {
     const client = new SftpClient('svc-export', { error: () => {}, end: () => {}, close: () => {} });
     let part: string | undefined;
     let stalled = false;
+    let ended = false;
     let unwatch = () => {};
+    let unwatchSession = () => {};
     try {
       if (watch.error) throw watch.error.error; // generation failed before publication began
       await unlessAborted(this.connect(client), opts.signal);
       unwatch = this.watchAnswers(client, () => {
         stalled = true;
+        rawClient(client)?.destroy();
+      });
+      // The server's SFTP process gone (killed, crashed) while its SSH connection stays: the server
+      // says so and closes the SFTP channel at once, but ssh2 keeps a request sent after that
+      // waiting for ever (until the watch above, 120 s). Cut the connection: what waits fails now.
+      unwatchSession = this.watchSession(client, () => {
+        ended = true;
         rawClient(client)?.destroy();
       });
       await unlessAborted(this.checkTarget(client), opts.signal);
@@ -107,12 +116,15 @@ export class SftpDestination implements Destination {
       let failure = this.classify(err);
       if (stalled && failure.code === 'publication') {
         failure = new PublishError('publication', `${this.endpoint} answered no SFTP request for ${this.requestTimeoutMs / 1000} s (its SFTP server stalled), so the connection was cut: ${failure.reason}`);
+      } else if (ended && failure.code === 'publication') {
+        failure = new PublishError('publication', `the SFTP server of ${this.endpoint} ended the session (its process exited), so the connection was cut: ${failure.reason}`);
       }
       const leftover = part ? await this.removePart(client, part) : undefined;
       if (leftover) failure = new PublishError(failure.code, `${failure.reason}; ${leftover}`, leftover);
       throw outcome(watch, opts.signal, failure, leftover);
     } finally {
       unwatch();
+      unwatchSession();
       watch.release();
       // A server that stopped answering never confirms the close: the connection is cut after a while.
       await within(client.end().catch(() => {}), this.cleanupMs);
@@ -253,6 +265,18 @@ export class SftpDestination implements Destination {
     );
     timer.unref();
     return () => clearInterval(timer);
+  }
+
+  /**
+   * Calls `onEnd` when the server says the SFTP channel's process exited (SSH's exit-status or
+   * exit-signal, which OpenSSH sends as it closes the channel) before this publication is done with
+   * it. Not on the channel's close alone: a lost connection closes it too, and is reported as such.
+   */
+  private watchSession(client: SftpClient, onEnd: () => void): () => void {
+    const channel = sftpChannel(client);
+    if (!channel) return () => {};
+    channel.once('exit', onEnd);
+    return () => channel.off('exit', onEnd);
   }
 
   /** Streams the body into the .part file (created exclusively) and waits until the server has closed it. */
@@ -404,6 +428,11 @@ function partName(name: string): string {
   const kept = Array.from(name);
   while (kept.length > 0 && Buffer.byteLength(kept.join('')) + suffix.length > NAME_MAX) kept.pop();
   return kept.join('') + suffix;
+}
+
+/** The SFTP channel under ssh2-sftp-client, once connected (not in its type declarations). */
+function sftpChannel(client: SftpClient): Pick<ssh2.SFTPWrapper, 'once' | 'off'> | undefined {
+  return (client as unknown as { sftp?: Pick<ssh2.SFTPWrapper, 'once' | 'off'> }).sftp;
 }
 
 /** The ids of the SFTP requests waiting for their answer, oldest first (ssh2's SFTP channel; not in its type declarations). */
