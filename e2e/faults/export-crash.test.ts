@@ -185,3 +185,73 @@ describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid export run to %s'
     await second.stop();
   }, 180_000);
 });
+
+/**
+ * The same kill -9, of a run a caller started (POST /api/exports/{name}/runs): the next process's
+ * sweep fails it `interrupted` (it is not left Running), what the crash left stays beside the final
+ * name and nothing is at it, and the next run (a new one, not a retry: its artifact time is its
+ * request's, so another `${timestamp}` name) publishes every row once.
+ */
+describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid manual export run to %s', (kind) => {
+  it('the run is swept interrupted, nothing is at its name; the next run publishes every row once', async () => {
+    const target = TARGETS[kind]();
+    const relay = target.relay;
+    const url = await createTestDatabase('fault');
+    const owner = new pg.Client({ connectionString: url });
+    await owner.connect();
+    owners.push(owner);
+    // Earlier tests of this file share the bucket and the directory: look only at this run's name.
+    const uploadsOf = (key: string) => s3.listMultipartUploads(BUCKET).filter((u) => u.key === key);
+    const partsOf = (key: string) => partFiles().filter((name) => name.startsWith(`${key}.`));
+    const first = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_ENABLED: 'false' });
+    const rows = await seedExportedPartners(first, owner, { url: demo.url, rows: 2400 }, s3);
+    for (const [name, value] of target.secrets()) expect((await call(first, 'POST', '/api/platform/secrets', { name, value })).status).toBe(201);
+    expect((await call(first, 'POST', '/api/exports/apply', partnersExport(target.destination()))).status).toBe(201);
+    // The upload is held part-way: 12 MiB of it pass.
+    relay.stallAfter(12 * 1024 * 1024);
+    const started = await call(first, 'POST', '/api/exports/big/runs');
+    expect(started.status).toBe(202);
+    const runId = started.json.runId as string;
+    const key = exportKey(new Date((await call(first, 'GET', `/api/exports/big/runs/${runId}`)).json.artifactTime as string));
+    await until('the run to be mid-upload', () =>
+      kind === 's3'
+        ? uploadsOf(key)[0]?.parts === 1 && s3.requests.some((r) => r.url.startsWith(`/${BUCKET}/${key}?`) && r.url.includes('partNumber=2'))
+        : partsOf(key).some((name) => statSync(join(sshd.root, name)).size > 4 * 1024 * 1024),
+      { timeoutMs: 60_000, everyMs: 50, detail: () => hubSaid(first) },
+    );
+    await first.crash();
+    relay.resume();
+
+    const second = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_ENABLED: 'false' });
+    const swept = await until('the interrupted-run sweep', async () => {
+      const run = (await call(second, 'GET', `/api/exports/big/runs/${runId}`)).json;
+      return run.status !== 'Running' && run;
+    }, { timeoutMs: 20_000, detail: () => hubSaid(second) });
+    expect(swept).toMatchObject({ status: 'Failed', failureCode: 'interrupted', failureReason: INTERRUPTED_REASON, trigger: 'manual', sha256: null, location: null });
+    expect(target.published(key)).toBeUndefined();
+    if (kind === 's3') expect(uploadsOf(key)).toHaveLength(1);
+    else expect(partsOf(key)).toHaveLength(1);
+
+    const next = await call(second, 'POST', '/api/exports/big/runs');
+    expect(next.status).toBe(202);
+    const nextId = next.json.runId as string;
+    const done = await until('the next run', async () => {
+      const run = (await call(second, 'GET', `/api/exports/big/runs/${nextId}`)).json;
+      return run.status !== 'Running' && run;
+    }, { timeoutMs: 60_000, detail: () => hubSaid(second) });
+    const nextKey = exportKey(new Date(done.artifactTime as string));
+    expect(nextKey).not.toBe(key);
+    expect(done).toMatchObject({ status: 'Completed', rowCount: rows, attempt: 1, retryOf: null, trigger: 'manual', location: target.location(nextKey) });
+    const file = target.published(nextKey)!;
+    expect(file.length).toBe(done.byteCount);
+    expect(createHash('sha256').update(file).digest('hex')).toBe(done.sha256);
+    const lines = file.toString('utf8').trimEnd().split('\n');
+    expect(lines).toHaveLength(rows + 1); // the header, every row once
+    expect(new Set(lines).size).toBe(lines.length);
+    // The crashed run's name stays empty; the next run left nothing beside its own.
+    expect(target.published(key)).toBeUndefined();
+    if (kind === 's3') expect(uploadsOf(nextKey)).toEqual([]);
+    else expect(partsOf(nextKey)).toEqual([]);
+    await second.stop();
+  }, 180_000);
+});
