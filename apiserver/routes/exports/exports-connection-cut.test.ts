@@ -268,3 +268,33 @@ describe('S3: the connection lost mid-multipart upload', () => {
     expect(uploadsOf(key)).toEqual([]);
   }, 120_000);
 });
+
+describe('S3: the connection lost during a single PutObject (a file up to 8 MiB)', () => {
+  it('Failed publication saying the file may have been published (it was not: nothing at the key); the retry publishes every byte', async () => {
+    const r = await relay(Number(new URL(s3.endpoint).port));
+    // Only the id column: about 4.5 MB, one PutObject, the request that publishes (sent once, never again).
+    const manifest = itemS3Export('s3-put-reset', r.endpoint);
+    await applied({ ...manifest, spec: { ...manifest.spec, columns: ['id'] } });
+    r.cutAfter(2 * MiB);
+    const failed = await settle('s3-put-reset', await start('s3-put-reset'));
+    await r.cuts;
+    const key = 's3-put-reset.csv';
+    expect(failed).toMatchObject({ status: 'Failed', failureCode: 'publication', location: null, sha256: null });
+    // The client cannot tell a request cut before S3 had all of it from an answer lost after: the reason says what a retry tells.
+    expect(failed.failureReason).toMatch(
+      new RegExp(`^the answer to the request publishing s3://${BUCKET}/${escapeRe(key)} did not come from ${escapeRe(r.endpoint)} \\((?:read |write )?ECONNRESET(?: \\(no connection\\))?\\): the file may have been published\\. Retry it: a collision on retry means it was$`),
+    );
+    expect(s3.getObject(BUCKET, key)).toBeUndefined();
+    // Sent once: the committing request is never sent again.
+    expect(s3.requests.filter((q) => q.method === 'PUT' && new URL(q.url, 'http://s3').pathname === `/${BUCKET}/${key}`)).toHaveLength(1);
+
+    const done = await retry('s3-put-reset', failed);
+    expect(done).toMatchObject({ status: 'Completed', attempt: 2, retryOf: failed.id, rowCount: ROWS, location: `s3://${BUCKET}/${key}` });
+    const stored = s3.getObject(BUCKET, key)!;
+    expect(stored.body.length).toBe(done.byteCount);
+    expect(sha(stored.body)).toBe(done.sha256);
+    expect(stored.metadata['svc-sha256']).toBe(done.sha256);
+    // The download's first column, line for line.
+    expect(stored.body.toString('utf8')).toBe(`${expected.toString('utf8').split('\r\n').slice(0, -1).map((line) => line.split(',')[0]).join('\r\n')}\r\n`);
+  }, 120_000);
+});

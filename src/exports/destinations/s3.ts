@@ -241,8 +241,9 @@ export class S3Destination implements Destination {
    */
   private commitFailed(err: unknown): never {
     const e = (err ?? {}) as S3Failure;
+    const code = systemCode(err);
     const sent =
-      (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) || e.code === 'ECONNRESET' || e.code === 'EPIPE' || e.message === 'socket hang up';
+      (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) || code === 'ECONNRESET' || code === 'EPIPE' || e.message === 'socket hang up';
     if (e.$metadata?.httpStatusCode !== undefined || !sent) throw err;
     throw new PublishError(
       'publication',
@@ -373,12 +374,25 @@ export class S3Destination implements Destination {
       return describeNetworkError(err, { connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000 });
     }
     if (typeof e.name === 'string' && NETWORK_CODES.has(e.name)) return e.name;
-    // The SDK wraps an error from another realm (a test runner's sandbox) into a bare Error whose
-    // message is the original's: take the system error code from it.
-    const wrapped = /^AWS SDK error wrapper for .*?\b(E[A-Z]{3,})\b/.exec(String(e.message ?? ''));
-    if (wrapped?.[1]) return `${wrapped[1]} (no connection)`;
+    const wrapped = wrappedCode(err);
+    if (wrapped) return `${wrapped} (no connection)`;
     return 'no answer';
   }
+}
+
+/**
+ * The system error code of a failed request: its `code`, or, as the SDK wraps an error from another
+ * realm (a test runner's sandbox) into a bare Error whose message is the original's, the code that
+ * message names, so that the hub under test reads a lost connection as it does in production.
+ */
+function systemCode(err: unknown): string | undefined {
+  const code = (err as S3Failure | undefined)?.code;
+  return typeof code === 'string' ? code : wrappedCode(err);
+}
+
+/** The system error code named by the message of an error the SDK wrapped (`systemCode`). */
+function wrappedCode(err: unknown): string | undefined {
+  return /^AWS SDK error wrapper for .*?\b(E[A-Z]{3,})\b/.exec(String((err as S3Failure | undefined)?.message ?? ''))?.[1];
 }
 
 const settled = () => true;
