@@ -43,6 +43,28 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(`[1, "x", null, [1], {"id": null}, {"id": "${LONG_KEY}"}, {"id": "ok"}, {"id": 12345678901234567890}, {"id": 12345678901234567891}]`);
         return;
+      // A page whose bytes are not all UTF-8 (Latin-1 written into two records): inside a string
+      // value, inside a key; the other records are well formed.
+      case '/latin1-rows':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(Buffer.concat([Buffer.from('[{"id": 1, "name": "Ann"}, {"id": 2, "name": "Jos'), Buffer.from([0xe9]), Buffer.from('"}, {"id": 3, "n'), Buffer.from([0xe9, 0xff]), Buffer.from('": "x"}, {"id": 4, "name": "Zo\u00eb \ufffd"}]')]));
+        return;
+      // A cursor and a next link holding a byte that is not UTF-8: the next request must carry it back as written.
+      case '/latin1-cursor':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        if (url.searchParams.size === 0) res.end(Buffer.from('{"data": [{"id": 1}], "next": "c\xe9 1"}', 'latin1'));
+        else res.end(JSON.stringify({ data: req.url === '/latin1-cursor?cursor=c%E9%201' ? [{ id: 2 }] : [], next: null }));
+        return;
+      case '/latin1-link':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        if (url.searchParams.size === 0) res.end(Buffer.from('{"data": [{"id": 1}], "next": "/latin1-link?p=\xe9&q=%E9"}', 'latin1'));
+        else res.end(JSON.stringify({ data: req.url === '/latin1-link?p=%E9&q=%E9' ? [{ id: 2 }] : [], next: null }));
+        return;
+      // An invalid byte between two records, outside any string: no record holds it.
+      case '/latin1-structure':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(Buffer.concat([Buffer.from('[{"id": 1}'), Buffer.from([0xe9]), Buffer.from(', {"id": 2}]')]));
+        return;
       default:
         res.writeHead(404).end();
     }
@@ -65,6 +87,10 @@ beforeAll(async () => {
   await hub.services.db.withTenant(1, async (tx) => {
     await applyConnector(tx, manifest('trickle', '/trickle', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('odd-records', '/odd-records', { kind: 'none', response_path: '$' }));
+    await applyConnector(tx, manifest('latin1-rows', '/latin1-rows', { kind: 'none', response_path: '$' }));
+    await applyConnector(tx, manifest('latin1-cursor', '/latin1-cursor', { kind: 'cursor', cursor_param: 'cursor', cursor_path: '$.next', response_path: '$.data' }));
+    await applyConnector(tx, manifest('latin1-link', '/latin1-link', { kind: 'body-link', link_path: '$.next', response_path: '$.data' }));
+    await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
 }, 120_000);
@@ -113,5 +139,30 @@ describe('a hostile source through the hub', () => {
     expect(run.status).toBe('Failed');
     expect(run.errorMessage).toMatch(/^pagination did not advance: the source answered offset 3 with the same 3 record\(s\) as the page before it/);
     expect(run.recordsOut).toBe(3);
+  }, 30_000);
+
+  it('bytes that are not UTF-8 inside a record\'s string or key: that record dead-lettered naming the field, the others stored, the run Completed', async () => {
+    const run = await runToEnd('latin1-rows', 20_000);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 4, recordsOut: 2, recordsSkipped: 2, deadLetterCount: 2, errorMessage: null });
+    const stored = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ external_id: string; name: string }>(`select external_id, data->>'name' as name from ${tenantTableSql(1, 'ext.hostile_latin1_rows')} order by external_id`)).rows);
+    // A U+FFFD the source wrote itself (valid UTF-8) is text like any other.
+    expect(stored).toEqual([{ external_id: '1', name: 'Ann' }, { external_id: '4', name: 'Zoë \ufffd' }]);
+    const letters = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ skip_reason: string; error_message: string; payload: unknown }>(`select skip_reason, error_message, payload from connectors.dead_letters where run_id = $1 order by id`, [run.id])).rows);
+    expect(letters).toEqual([
+      { skip_reason: 'unstorable', error_message: 'the row cannot be stored: $.name holds bytes that are not valid UTF-8 (read as unpaired surrogates U+DC80 to U+DCFF)', payload: { id: 2, name: 'Jos\ufffd' } },
+      { skip_reason: 'unstorable', error_message: 'the row cannot be stored: $["n\\udce9\\udcff"] has a key that holds bytes that are not valid UTF-8 (read as unpaired surrogates U+DC80 to U+DCFF)', payload: { id: 3, 'n\ufffd\ufffd': 'x' } },
+    ]);
+  }, 30_000);
+
+  it('bytes that are not UTF-8 outside any string: the page is unreadable, the run Failed naming the offset', async () => {
+    const run = await runToEnd('latin1-structure', 20_000);
+    expect(run).toMatchObject({ status: 'Failed', recordsOut: 0, errorMessage: 'upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset 11' });
+  }, 30_000);
+
+  it('a cursor or next link holding bytes that are not UTF-8 is sent back with those bytes as the source wrote them (%E9)', async () => {
+    for (const name of ['latin1-cursor', 'latin1-link']) {
+      const run = await runToEnd(name, 20_000);
+      expect(run).toMatchObject({ status: 'Completed', recordsIn: 2, recordsOut: 2 });
+    }
   }, 30_000);
 });

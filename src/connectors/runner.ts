@@ -834,14 +834,22 @@ function unstorableRow(row: PreparedRow): string | undefined {
   // every row: ≈ 15 % of `prepareRow`'s time on the demo rows; the scan of the text costs about a tenth of it).
   if (!UNSTORABLE_ESCAPE.test(row.json)) return undefined;
   const key = unstorableText(row.externalId ?? '');
-  if (key) return `its key ${key}`;
+  if (key) return asBytes(row, `its key ${key}`);
   const found = findUnstorableText(row.data, '$', Number.POSITIVE_INFINITY);
-  if (found) return `${found.field} ${found.reason}`;
+  if (found) return asBytes(row, `${found.field} ${found.reason}`);
   for (const [column, value] of Object.entries(row.promoted)) {
     const why = value === null ? undefined : unstorableText(value);
-    if (why) return `promoted column ${column} ${why}`;
+    if (why) return asBytes(row, `promoted column ${column} ${why}`);
   }
   return undefined;
+}
+
+/** An unpaired surrogate U+DC80 to U+DCFF as canonical JSON writes it: how a byte of a page that is not valid UTF-8 reads (engine/http.ts readPageText). */
+const ESCAPED_BYTE = /\\udc[89a-f][0-9a-f]/i;
+
+/** The reason, naming bytes that are not valid UTF-8 for what they are when the row holds them. */
+function asBytes(row: PreparedRow, why: string): string {
+  return ESCAPED_BYTE.test(row.json) ? why.replace('contains an unpaired UTF-16 surrogate', 'holds bytes that are not valid UTF-8 (read as unpaired surrogates U+DC80 to U+DCFF)') : why;
 }
 
 function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): DeadLetterInput {

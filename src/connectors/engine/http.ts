@@ -9,6 +9,7 @@ import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 import { hasMoreContainers, parseJsonExact } from './exact-json.js';
 import { firstUndecodable } from '../../validation/undecodable.js';
+import { decodeUtf8Escaping, escapeBytes, incompleteUtf8End } from './utf8-escape.js';
 
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
@@ -152,7 +153,9 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
           );
         }
         try {
-          const text = await guard(readPage(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES, charsetOf(headers)));
+          // A JSON page's bytes that are not UTF-8 fail only the records whose strings hold them (readPageText).
+          const page = await guard(readPageText(res.body, status, o.maxPageBytes ?? MAX_PAGE_BYTES, charsetOf(headers) ?? 'utf-8', o.parse === undefined));
+          const text = page.text;
           // An empty 2xx other than 204 or 205 is a page lost on the way (a proxy hiccup), not a page of no records.
           if (!NO_CONTENT.has(status) && text.trim() === '') {
             if (attempt >= attempts) {
@@ -164,7 +167,13 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
             await retryAfter({ attempt, status, error: 'empty body', delayMs: backoffDelay(o.policy, attempt) });
             continue;
           }
-          const body = await (o.parse ?? parseJson)(text, status, headers);
+          let body: unknown;
+          try {
+            body = await (o.parse ?? parseJson)(text, status, headers);
+          } catch (err) {
+            // Such bytes where no string holds them: the page is unreadable, as they make it.
+            throw page.undecodable && err instanceof UnreadableResponseError ? page.undecodable : err;
+          }
           return { ok: true, status, headers, body, attempts: attempt };
         } catch (err) {
           if (!isNetworkError(err)) throw err;
@@ -206,6 +215,33 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
  * naming the offset of the first, never replaced with U+FFFD. A leading byte order mark is dropped.
  */
 export async function readPage(body: AsyncIterable<unknown> & { destroy(): unknown }, status: number, maxBytes: number, charset = 'utf-8'): Promise<string> {
+  return (await readPageText(body, status, maxBytes, charset, false)).text;
+}
+
+/**
+ * Most bytes that are not UTF-8 one page may hold and still be read (readPageText): past it the page
+ * is taken for one in another charset than it declares, and refused as a whole. Each costs a string
+ * of its own here and six characters in its row's JSON: 64 MiB of them held the event loop for over
+ * a minute and took 4 GB of heap (measured).
+ */
+export const MAX_ESCAPED_BYTES = 65_536;
+
+/**
+ * A page's text; with `escapeInvalidUtf8`, bytes of a UTF-8 page that are not valid UTF-8 are not
+ * refused but each read as an unpaired surrogate, byte 0xXY as U+DCXY (as Python's surrogateescape
+ * does): a JSON parser takes one inside a string, so only the record holding it is unstorable
+ * (dead-lettered by the run, naming its field), and refuses one anywhere else. `undecodable` is then
+ * the refusal a strict read gives, for the caller to throw when the text is no page. Another
+ * charset is read strictly whatever `escapeInvalidUtf8` says, and so is a page past
+ * MAX_ESCAPED_BYTES such bytes (thrown at once).
+ */
+export async function readPageText(
+  body: AsyncIterable<unknown> & { destroy(): unknown },
+  status: number,
+  maxBytes: number,
+  charset: string,
+  escapeInvalidUtf8: boolean,
+): Promise<{ text: string; undecodable?: Error }> {
   let decoder: TextDecoder;
   try {
     decoder = new TextDecoder(charset, { fatal: true });
@@ -214,8 +250,15 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
     for await (const _ of body) break;
     throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body in charset ${charset}, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)`, status);
   }
+  const escaping = escapeInvalidUtf8 && decoder.encoding === 'utf-8';
   let text = '';
   let size = 0;
+  /** The last bytes decoded (at most 3): where the decoder's held bytes are when it refuses the next chunk. */
+  let tail: Buffer = Buffer.alloc(0);
+  /** Once a byte was refused (escaping): the refusal, and the bytes of a character cut at the end of the last chunk. */
+  let undecodable: Error | undefined;
+  let held: Buffer = Buffer.alloc(0);
+  let escaped = 0;
   for await (const chunk of body) {
     const buf = chunk as Buffer;
     size += buf.length;
@@ -223,19 +266,46 @@ export async function readPage(body: AsyncIterable<unknown> & { destroy(): unkno
       body.destroy();
       throw new UnreadableResponseError(`upstream answered HTTP ${status} with a page larger than ${maxBytes} bytes; refusing to hold it in memory`, status);
     }
+    if (undecodable) {
+      const read = decodeUtf8Escaping(held.length ? Buffer.concat([held, buf]) : buf, MAX_ESCAPED_BYTES - escaped);
+      if (!read) throw undecodable;
+      text += read.text;
+      held = read.rest;
+      escaped += read.escaped;
+      continue;
+    }
     try {
       text += decoder.decode(buf, { stream: true });
+      tail = buf.length >= 3 ? buf.subarray(buf.length - 3) : Buffer.concat([tail, buf]).subarray(-3);
     } catch {
-      // The chunk alone decoding means the bytes held over from the chunk before were at fault: its start.
-      throw notDecodable(status, decoder.encoding, size - buf.length + (firstUndecodable(decoder.encoding, buf) ?? 0));
+      // Searched with the bytes of a UTF-8 character the chunk before left cut; the chunk alone decoding
+      // means those bytes were at fault: its start.
+      const before = decoder.encoding === 'utf-8' ? incompleteUtf8End(tail) : Buffer.alloc(0);
+      const searched = before.length ? Buffer.concat([before, buf]) : buf;
+      const refused = notDecodable(status, decoder.encoding, size - searched.length + (firstUndecodable(decoder.encoding, searched) ?? before.length));
+      if (!escaping) throw refused;
+      undecodable = refused;
+      const read = decodeUtf8Escaping(searched, MAX_ESCAPED_BYTES);
+      if (!read) throw refused;
+      text += read.text;
+      held = read.rest;
+      escaped = read.escaped;
     }
   }
-  try {
-    text += decoder.decode();
-  } catch {
-    throw notDecodable(status, decoder.encoding, size);
+  if (undecodable) {
+    // A character cut off by the end of the body: its bytes are no text.
+    text += escapeBytes(held);
+  } else {
+    try {
+      text += decoder.decode();
+    } catch {
+      const refused = notDecodable(status, decoder.encoding, size);
+      if (!escaping) throw refused;
+      undecodable = refused;
+      text += escapeBytes(incompleteUtf8End(tail));
+    }
   }
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  return { text: text.charCodeAt(0) === 0xfeff ? text.slice(1) : text, ...(undecodable ? { undecodable } : {}) };
 }
 
 function notDecodable(status: number, encoding: string, offset: number): Error {

@@ -112,6 +112,10 @@ function route(req: IncomingMessage, res: ServerResponse): void {
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(Buffer.from('[{"id":"1","name":"Jos\xe9"}]', 'latin1'));
       return;
+    case '/bad-utf8-outside':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(Buffer.from('[{"id":"1","name":"Jos"}\xe9]', 'latin1'));
+      return;
     case '/klingon':
       res.writeHead(200, { 'content-type': 'application/json; charset=x-klingon' });
       res.end('[]');
@@ -304,13 +308,19 @@ describe('charsets (probe 31 M4)', () => {
     expect(result.items).toEqual([{ id: '1', name: 'José Müller' }]);
   });
 
-  it('bytes that are not UTF-8 in an undeclared page fail the read naming the offset; the pre-flight says so with its 200', async () => {
-    const message = 'upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset 23';
-    const result = await readAll(connectorSpec(base), endpointSpec('/bad-utf8', none), engineContext());
+  it('bytes that are not UTF-8 outside any string of an undeclared page fail the read naming the offset; the pre-flight says so with its 200', async () => {
+    const message = 'upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset 25';
+    const result = await readAll(connectorSpec(base), endpointSpec('/bad-utf8-outside', none), engineContext());
     expect(result.error).toBeInstanceOf(UnreadableResponseError);
     expect(result.error?.message).toBe(message);
-    expect(hits.get('/bad-utf8?')).toBe(1); // not retried: the same bytes would come again
-    expect(await firstPage(connectorSpec(base), endpointSpec('/bad-utf8', none), engineContext())).toMatchObject({ status: 200, items: [], verdict: message });
+    expect(hits.get('/bad-utf8-outside?')).toBe(1); // not retried: the same bytes would come again
+    expect(await firstPage(connectorSpec(base), endpointSpec('/bad-utf8-outside', none), engineContext())).toMatchObject({ status: 200, items: [], verdict: message });
+  });
+
+  it('bytes that are not UTF-8 inside a string are read as unpaired surrogates U+DC80 to U+DCFF (the run dead-letters that record alone)', async () => {
+    const result = await readAll(connectorSpec(base), endpointSpec('/bad-utf8', none), engineContext());
+    expect(result.error).toBeUndefined();
+    expect(result.items).toEqual([{ id: '1', name: 'Jos\udce9' }]);
   });
 
   it('a charset the hub cannot decode is named', async () => {

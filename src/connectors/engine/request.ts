@@ -9,6 +9,7 @@ import { CredentialError, PaginationError, quote, RequestInvalidError } from './
 import { redactSecrets } from '../../observability/secret-forms.js';
 import { queryCredentials } from '../auth/stated-credentials.js';
 import { ExactNumber, jsonText } from './exact-json.js';
+import { encodeComponent } from './utf8-escape.js';
 
 /** One composed HTTP request. */
 export interface ComposedRequest {
@@ -144,7 +145,7 @@ export function composeRequest(
  * signed over its exact query, or a cursor its source compares as sent.
  */
 export function setQueryParameter(url: URL, name: string, value: string): void {
-  const segment = `${encodeURIComponent(name)}=${encodeURIComponent(value)}`;
+  const segment = `${encodeURIComponent(name)}=${encodeComponent(value)}`;
   const kept: string[] = [];
   let placed = false;
   for (const part of url.search.length > 1 ? url.search.slice(1).split('&') : []) {

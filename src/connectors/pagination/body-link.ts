@@ -1,4 +1,5 @@
 import { PaginationError } from '../engine/errors.js';
+import { withEscapedBytesAsPercent } from '../engine/utf8-escape.js';
 import { ExactNumber } from '../engine/exact-json.js';
 import { queryCount, queryFirst, queryItems } from '../jsonpath.js';
 import type { Pagination } from '../types.js';
@@ -26,7 +27,8 @@ export function bodyLinkPagination(p: Extract<Pagination, { kind: 'body-link' }>
       if (typeof next !== 'string') throw new PaginationError(`the next link at ${p.link_path} is not a URL (${notUrl(next)})`);
       let resolved: URL;
       try {
-        resolved = new URL(next.trim(), url);
+        // A byte of the page that is not UTF-8 (engine/utf8-escape.ts) goes back as the source wrote it, not as U+FFFD.
+        resolved = new URL(withEscapedBytesAsPercent(next.trim()), url);
       } catch {
         throw new PaginationError(`the next link at ${p.link_path} is not a URL`);
       }
