@@ -60,6 +60,11 @@ beforeAll(async () => {
         if (url.searchParams.size === 0) res.end(Buffer.from('{"data": [{"id": 1}], "next": "/latin1-link?p=\xe9&q=%E9"}', 'latin1'));
         else res.end(JSON.stringify({ data: req.url === '/latin1-link?p=%E9&q=%E9' ? [{ id: 2 }] : [], next: null }));
         return;
+      // Ids beyond 2^53 written with a fraction or an exponent: a double holds none of them exactly, and each pair is one double.
+      case '/float-ids':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('[{"id": 9007199254740993.0, "n": 9007199254740993.0}, {"id": 9007199254740992.0, "n": 9007199254740992.0}, {"id": 1.2345678901234567891e18, "n": 1.2345678901234567891e18}, {"id": 1.2345678901234567892e18}, {"id": 12345678901234567.5}, {"id": 12345678901234567.7}, {"id": 1e21, "n": 9.3e18}]');
+        return;
       // An invalid byte between two records, outside any string: no record holds it.
       case '/latin1-structure':
         res.writeHead(200, { 'content-type': 'application/json' });
@@ -90,6 +95,10 @@ beforeAll(async () => {
     await applyConnector(tx, manifest('latin1-rows', '/latin1-rows', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('latin1-cursor', '/latin1-cursor', { kind: 'cursor', cursor_param: 'cursor', cursor_path: '$.next', response_path: '$.data' }));
     await applyConnector(tx, manifest('latin1-link', '/latin1-link', { kind: 'body-link', link_path: '$.next', response_path: '$.data' }));
+    await applyConnector(tx, {
+      ...manifest('float-ids', '/float-ids', { kind: 'none', response_path: '$' }),
+      spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/float-ids', pagination: { kind: 'none', response_path: '$' }, target: { table: 'ext.hostile_float_ids', unique_key: '$.id', promote: [{ name: 'n', path: '$.n', type: 'bigint' }] } }] },
+    });
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
@@ -164,5 +173,20 @@ describe('a hostile source through the hub', () => {
       const run = await runToEnd(name, 20_000);
       expect(run).toMatchObject({ status: 'Completed', recordsIn: 2, recordsOut: 2 });
     }
+  }, 30_000);
+
+  it('ids beyond 2^53 written with a fraction or an exponent are kept apart, not rounded into one row; a promoted bigint takes their exact value', async () => {
+    const run = await runToEnd('float-ids', 20_000);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 7, recordsOut: 7 });
+    const rows = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ external_id: string; id: string; n: string | null }>(`select external_id, data->>'id' as id, n::text as n from ${tenantTableSql(1, 'ext.hostile_float_ids')} order by external_id`)).rows);
+    expect(rows).toEqual([
+      { external_id: '1.2345678901234567891e18', id: '1234567890123456789.1', n: null },
+      { external_id: '1.2345678901234567892e18', id: '1234567890123456789.2', n: null },
+      { external_id: '12345678901234567.5', id: '12345678901234567.5', n: null },
+      { external_id: '12345678901234567.7', id: '12345678901234567.7', n: null },
+      { external_id: '1e+21', id: '1000000000000000000000', n: null },
+      { external_id: '9007199254740992', id: '9007199254740992', n: '9007199254740992' },
+      { external_id: '9007199254740993.0', id: '9007199254740993.0', n: '9007199254740993' },
+    ]);
   }, 30_000);
 });

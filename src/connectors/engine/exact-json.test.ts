@@ -27,8 +27,14 @@ describe('parseJsonExact', () => {
   });
 
   it('leaves everything else as JSON.parse reads it: safe integers, long fractions and exponents, digits in strings and keys', () => {
-    const text = '{"safe":9007199254740991,"neg":-9007199254740991,"f":0.12345678901234567,"e":1234567890123456789e3,"big":12345678901234567890.5,"s":"12345678901234567890","12345678901234567890":1,"esc":"a\\"12345678901234567890"}';
+    const text = '{"safe":9007199254740991,"neg":-9007199254740991,"f":0.12345678901234567,"e":1.2345678901234568e21,"avogadro":6.02214076e23,"big":12345678901234568.0,"s":"12345678901234567890","12345678901234567890":1,"esc":"a\\"12345678901234567890"}';
     expect(parseJsonExact(text)).toEqual(JSON.parse(text));
+  });
+
+  it('keeps a number from 2^53 on written with a fraction or an exponent as written when its double would be another number (two ids would meet)', () => {
+    const read = parseJsonExact('[9007199254740993.0,9007199254740992.0,12345678901234567890.5,1234567890123456789e3,-1.2345678901234567891e18]') as unknown[];
+    expect(read.map((v) => (v instanceof ExactNumber ? `exact ${v}` : v))).toEqual(['exact 9007199254740993.0', 9007199254740992, 'exact 12345678901234567890.5', 'exact 1234567890123456789e3', 'exact -1.2345678901234567891e18']);
+    expect(JSON.parse('[9007199254740993.0,9007199254740992.0]')).toEqual([9007199254740992, 9007199254740992]);
   });
 
   it('refuses what JSON.parse refuses, with its error (a leading zero, a trailing comma)', () => {

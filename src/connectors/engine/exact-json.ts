@@ -69,6 +69,7 @@ const MARK_JSON = JSON.stringify(MARK).slice(1, -1);
 const MARKED = new RegExp(`"${MARK_JSON.replace(/\\/g, '\\\\')}(-?[0-9.eE+-]+)"`, 'g');
 
 const INTEGER = /^-?\d+$/;
+const TWO_TO_53 = 2 ** 53;
 const LONG_INTEGER = /^-?[1-9]\d{15,}$/;
 const JSON_NUMBER = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/;
 
@@ -93,6 +94,11 @@ function isInexact(token: string): boolean {
   if (LONG_INTEGER.test(token)) return !Number.isSafeInteger(Number(token));
   if (!JSON_NUMBER.test(token)) return false;
   const n = Number(token);
+  // From 2^53 on a double holds whole numbers only, and not all of them: a number there written with
+  // a fraction or an exponent and more digits than its double keeps (`9007199254740993.0`,
+  // `1.2345678901234567891e18`) would meet another, as whole ones would. One its double writes back
+  // as the same number (`6.02214076e23`, anything JSON.stringify wrote) is that double.
+  if (Math.abs(n) >= TWO_TO_53 && Number.isFinite(n)) return compareNumbers(token, String(n)) !== 0;
   if (n !== 0) return !Number.isFinite(n);
   const e = token.search(/[eE]/);
   return /[1-9]/.test(e < 0 ? token : token.slice(0, e));
@@ -202,6 +208,20 @@ function decimalOf(text: string): { sign: number; digits: string; exp: bigint } 
   const lead = all.search(/[1-9]/);
   if (lead < 0) return { sign: 0, digits: '', exp: 0n };
   return { sign: m[1] === '-' ? -1 : 1, digits: all.slice(lead).replace(/0+$/, ''), exp: BigInt(m[4] ?? 0) + BigInt(m[2]!.length - lead) };
+}
+
+/**
+ * A whole number's text as its digits (`9007199254740993.0` and `9.007199254740993e15` as
+ * `9007199254740993`, `-0.0` as `0`); undefined when the text has a fraction or is no number, null
+ * when the number has more than `maxDigits` digits (never written out: `1e999999999`).
+ */
+export function wholeDigits(text: string, maxDigits: number): string | null | undefined {
+  const decimal = decimalOf(text);
+  if (!decimal) return undefined;
+  if (decimal.sign === 0) return '0';
+  if (BigInt(decimal.digits.length) > decimal.exp) return undefined;
+  if (decimal.exp > BigInt(maxDigits)) return null;
+  return `${decimal.sign < 0 ? '-' : ''}${decimal.digits}${'0'.repeat(Number(decimal.exp) - decimal.digits.length)}`;
 }
 
 /**

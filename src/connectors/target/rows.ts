@@ -2,7 +2,7 @@ import * as crypto from 'node:crypto';
 import { queryFirst as readPath } from '../jsonpath.js';
 import type { Promote, PromoteType, Target } from '../types.js';
 import { ISO_DATE_START, parseIsoTimestamp, parseRfcTimestamp, timestampFromMillis } from './timestamp.js';
-import { ExactNumber, jsonText } from '../engine/exact-json.js';
+import { ExactNumber, jsonText, wholeDigits } from '../engine/exact-json.js';
 import { MAX_JSON_DEPTH } from '../../validation/input-limits.js';
 
 /** One source item made ready for its ext.* table. */
@@ -169,9 +169,14 @@ function typed(type: PromoteType, value: unknown): { value: string | null; reaso
     case 'bigint': {
       // The common case, a whole number JSON gave as a number, needs neither the pattern nor BigInt.
       if (typeof value === 'number' && Number.isSafeInteger(value)) return { value: String(value) };
-      // A number past a double's range: far beyond a bigint, or a fraction near 0.
-      if (value instanceof ExactNumber) return { value: null, reason: Number(value) === 0 ? 'bigint: not a whole number' : 'bigint: out of range' };
-      const text = typeof value === 'number' ? (Number.isInteger(value) ? String(value) : '') : String(value).trim();
+      // A number read exactly (engine/exact-json.ts): past a double's range (far beyond a bigint, or a
+      // fraction near 0), or beyond 2^53 written with a fraction or an exponent (`9007199254740993.0`).
+      let text: string;
+      if (value instanceof ExactNumber) {
+        const whole = wholeDigits(String(value), 20);
+        if (whole === null) return { value: null, reason: 'bigint: out of range' };
+        text = whole ?? '';
+      } else text = typeof value === 'number' ? (Number.isInteger(value) ? String(value) : '') : String(value).trim();
       if (!/^-?\d{1,19}$/.test(text)) return { value: null, reason: 'bigint: not a whole number' };
       const n = BigInt(text);
       if (n > 9223372036854775807n || n < -9223372036854775808n) return { value: null, reason: 'bigint: out of range' };
