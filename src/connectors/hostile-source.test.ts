@@ -20,6 +20,8 @@ const LONG_KEY = randomBytes(5_000).toString('hex');
 let hub: TestHub;
 let source: Server;
 let sourceUrl: string;
+/** The requests the endless source was sent, in order. */
+const endless: string[] = [];
 
 beforeAll(async () => {
   source = createServer((req, res) => {
@@ -65,6 +67,14 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end('[{"id": 9007199254740993.0, "n": 9007199254740993.0}, {"id": 9007199254740992.0, "n": 9007199254740992.0}, {"id": 1.2345678901234567891e18, "n": 1.2345678901234567891e18}, {"id": 1.2345678901234567892e18}, {"id": 12345678901234567.5}, {"id": 12345678901234567.7}, {"id": 1e21, "n": 9.3e18}]');
         return;
+      // New records for ever: every page full, always a next cursor.
+      case '/endless': {
+        endless.push(req.url ?? '');
+        const at = Number(url.searchParams.get('cursor') ?? '0');
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ data: [{ id: 2 * at }, { id: 2 * at + 1 }], next: String(at + 1), has_more: true }));
+        return;
+      }
       // An invalid byte between two records, outside any string: no record holds it.
       case '/latin1-structure':
         res.writeHead(200, { 'content-type': 'application/json' });
@@ -81,6 +91,7 @@ beforeAll(async () => {
     'svc.connectors.http.body-timeout': '5s',
     'svc.connectors.retry.base-delay': '10ms',
     'svc.connectors.retry.max-delay': '20ms',
+    'svc.connectors.max-pages': '3',
   });
   const manifest = (name: string, path: string, pagination: Record<string, unknown>) => ({
     apiVersion: 'connectors.svc.io/v1',
@@ -99,6 +110,7 @@ beforeAll(async () => {
       ...manifest('float-ids', '/float-ids', { kind: 'none', response_path: '$' }),
       spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/float-ids', pagination: { kind: 'none', response_path: '$' }, target: { table: 'ext.hostile_float_ids', unique_key: '$.id', promote: [{ name: 'n', path: '$.n', type: 'bigint' }] } }] },
     });
+    await applyConnector(tx, manifest('endless', '/endless', { kind: 'cursor', cursor_param: 'cursor', cursor_path: '$.next', has_more_path: '$.has_more', response_path: '$.data' }));
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
@@ -188,5 +200,16 @@ describe('a hostile source through the hub', () => {
       { external_id: '9007199254740992', id: '9007199254740992', n: '9007199254740992' },
       { external_id: '9007199254740993.0', id: '9007199254740993.0', n: '9007199254740993' },
     ]);
+  }, 30_000);
+
+  it('a source with new records for ever: each run ends Partial at the page budget, naming it, and the next reads on from where it stopped', async () => {
+    const first = await runToEnd('endless', 20_000);
+    expect(first).toMatchObject({ status: 'Partial', recordsIn: 6, recordsOut: 6 });
+    expect(first.errorMessage).toMatch(/^the 3-page budget of one run was reached while the source still had pages; the rows of those pages were read, the rest were not/);
+    const second = await runToEnd('endless', 20_000);
+    expect(second).toMatchObject({ status: 'Partial', recordsIn: 6, recordsOut: 6 });
+    expect(endless).toEqual(['/endless', '/endless?cursor=1', '/endless?cursor=2', '/endless?cursor=3', '/endless?cursor=4', '/endless?cursor=5']);
+    const count = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ n: number }>(`select count(*)::int as n from ${tenantTableSql(1, 'ext.hostile_endless')}`)).rows[0]!.n);
+    expect(count).toBe(12);
   }, 30_000);
 });
