@@ -22,6 +22,8 @@ let source: Server;
 let sourceUrl: string;
 /** The requests the endless source was sent, in order. */
 const endless: string[] = [];
+/** The GraphQL request bodies sent, in order. */
+const graphql: string[] = [];
 
 beforeAll(async () => {
   source = createServer((req, res) => {
@@ -67,6 +69,22 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end('[{"id": 9007199254740993.0, "n": 9007199254740993.0}, {"id": 9007199254740992.0, "n": 9007199254740992.0}, {"id": 1.2345678901234567891e18, "n": 1.2345678901234567891e18}, {"id": 1.2345678901234567892e18}, {"id": 12345678901234567.5}, {"id": 12345678901234567.7}, {"id": 1e21, "n": 9.3e18}]');
         return;
+      // GraphQL whose node ids and cursor are integers beyond 2^53 (JSON.parse makes each pair one number).
+      case '/graphql': {
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => {
+          const sent = Buffer.concat(chunks).toString();
+          graphql.push(sent);
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(
+            sent.includes('"after":9007199254740993')
+              ? '{"data": {"items": {"edges": [{"node": {"id": 9007199254740995}}], "pageInfo": {"endCursor": null, "hasNextPage": false}}}}'
+              : '{"data": {"items": {"edges": [{"node": {"id": 9007199254740993}}, {"node": {"id": 9007199254740992}}], "pageInfo": {"endCursor": 9007199254740993, "hasNextPage": true}}}}',
+          );
+        });
+        return;
+      }
       // New records for ever: every page full, always a next cursor.
       case '/endless': {
         endless.push(req.url ?? '');
@@ -111,6 +129,21 @@ beforeAll(async () => {
       spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/float-ids', pagination: { kind: 'none', response_path: '$' }, target: { table: 'ext.hostile_float_ids', unique_key: '$.id', promote: [{ name: 'n', path: '$.n', type: 'bigint' }] } }] },
     });
     await applyConnector(tx, manifest('endless', '/endless', { kind: 'cursor', cursor_param: 'cursor', cursor_path: '$.next', has_more_path: '$.has_more', response_path: '$.data' }));
+    await applyConnector(tx, {
+      ...manifest('graphql-ids', '/graphql', { kind: 'none' }),
+      spec: {
+        base_url: sourceUrl,
+        endpoints: [
+          {
+            id: 'items',
+            kind: 'graphql',
+            query: 'query($after: Int) { items(after: $after) { edges { node { id } } pageInfo { endCursor hasNextPage } } }',
+            pagination: { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.edges[*].node' },
+            target: { table: 'ext.hostile_graphql_ids', unique_key: '$.id' },
+          },
+        ],
+      },
+    });
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
@@ -211,5 +244,13 @@ describe('a hostile source through the hub', () => {
     expect(endless).toEqual(['/endless', '/endless?cursor=1', '/endless?cursor=2', '/endless?cursor=3', '/endless?cursor=4', '/endless?cursor=5']);
     const count = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ n: number }>(`select count(*)::int as n from ${tenantTableSql(1, 'ext.hostile_endless')}`)).rows[0]!.n);
     expect(count).toBe(12);
+  }, 30_000);
+
+  it('GraphQL node ids and a cursor beyond 2^53: rows kept apart, the cursor sent back exactly as a JSON number', async () => {
+    const run = await runToEnd('graphql-ids', 20_000);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 3, recordsOut: 3 });
+    const keys = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ external_id: string }>(`select external_id from ${tenantTableSql(1, 'ext.hostile_graphql_ids')} order by external_id`)).rows.map((r) => r.external_id));
+    expect(keys).toEqual(['9007199254740992', '9007199254740993', '9007199254740995']);
+    expect(graphql.map((body) => /"variables":(\{[^}]*\})/.exec(body)?.[1])).toEqual(['{}', '{"after":9007199254740993}']);
   }, 30_000);
 });
