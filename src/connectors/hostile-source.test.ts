@@ -24,6 +24,8 @@ let sourceUrl: string;
 const endless: string[] = [];
 /** The GraphQL request bodies sent, in order. */
 const graphql: string[] = [];
+/** The requests the Link header source was sent, as their request lines give them. */
+const headerBytes: string[] = [];
 
 beforeAll(async () => {
   source = createServer((req, res) => {
@@ -85,6 +87,18 @@ beforeAll(async () => {
         });
         return;
       }
+      // A Link header whose next link holds bytes beyond ASCII: Latin-1 é (E9), and é in UTF-8 (C3 A9).
+      case '/header-bytes':
+        headerBytes.push(req.url ?? '');
+        if (url.searchParams.size === 0) {
+          const socket = res.socket!;
+          socket.write(Buffer.concat([Buffer.from('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 12\r\nconnection: close\r\nlink: </header-bytes?p='), Buffer.from([0xe9]), Buffer.from('&q='), Buffer.from([0xc3, 0xa9]), Buffer.from('>; rel="next"\r\n\r\n[{"id": 1}]\n')]));
+          socket.end();
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('[{"id": 2}]');
+        return;
       // New records for ever: every page full, always a next cursor.
       case '/endless': {
         endless.push(req.url ?? '');
@@ -144,6 +158,7 @@ beforeAll(async () => {
         ],
       },
     });
+    await applyConnector(tx, manifest('header-bytes', '/header-bytes', { kind: 'link-header', response_path: '$' }));
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
@@ -252,5 +267,11 @@ describe('a hostile source through the hub', () => {
     const keys = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ external_id: string }>(`select external_id from ${tenantTableSql(1, 'ext.hostile_graphql_ids')} order by external_id`)).rows.map((r) => r.external_id));
     expect(keys).toEqual(['9007199254740992', '9007199254740993', '9007199254740995']);
     expect(graphql.map((body) => /"variables":(\{[^}]*\})/.exec(body)?.[1])).toEqual(['{}', '{"after":9007199254740993}']);
+  }, 30_000);
+
+  it('a Link header\'s next link holding bytes beyond ASCII is followed with those bytes (%E9, %C3%A9), not re-encoded', async () => {
+    const run = await runToEnd('header-bytes', 20_000);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 2, recordsOut: 2 });
+    expect(headerBytes).toEqual(['/header-bytes', '/header-bytes?p=%E9&q=%C3%A9']);
   }, 30_000);
 });

@@ -22,7 +22,7 @@ export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header
       if (!next) return undefined;
       let resolved: URL;
       try {
-        resolved = new URL(next, url);
+        resolved = new URL(headerBytesAsPercent(next), url);
       } catch {
         throw new PaginationError('the next link in the Link header (rel="next") is not a URL');
       }
@@ -36,6 +36,15 @@ export function linkHeaderPagination(p: Extract<Pagination, { kind: 'link-header
       return position;
     },
   };
+}
+
+/**
+ * A header's link with each byte beyond ASCII as `%XY`: header values arrive with each byte one
+ * character (Latin-1), so the URL parser would encode `é` sent in UTF-8 (C3 A9) as four bytes
+ * (`%C3%83%C2%A9`) and a Latin-1 `é` (E9) as two, and request a page the source never linked to.
+ */
+function headerBytesAsPercent(link: string): string {
+  return link.replace(/[\u0080-\u00ff]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
 
 /** A parameter's name, and a value that is not quoted (a token), read where the parser stands. */
