@@ -99,6 +99,11 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end('[{"id": 2}]');
         return;
+      // A watermark read from a record PostgreSQL cannot store (a NUL, half a surrogate pair, a byte not UTF-8 in its watermark value).
+      case '/nul-watermark':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(Buffer.concat([Buffer.from('[{"id": 1, "seq": "2024-01-01"}, {"id": 2, "seq": "2024-09-0\\u0000"}, {"id": 3, "seq": "2024-06-0\\ud800"}, {"id": 4, "seq": "2024-07-0'), Buffer.from([0xe9]), Buffer.from('"}, {"id": 5, "seq": "2024-02-01"}]')]));
+        return;
       // New records for ever: every page full, always a next cursor.
       case '/endless': {
         endless.push(req.url ?? '');
@@ -159,6 +164,10 @@ beforeAll(async () => {
       },
     });
     await applyConnector(tx, manifest('header-bytes', '/header-bytes', { kind: 'link-header', response_path: '$' }));
+    await applyConnector(tx, {
+      ...manifest('nul-watermark', '/nul-watermark', { kind: 'none' }),
+      spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/nul-watermark', pagination: { kind: 'none', response_path: '$' }, incremental: { mode: 'watermark', param: 'since', watermark_path: '$.seq' }, target: { table: 'ext.hostile_nul_watermark', unique_key: '$.id' } }] },
+    });
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
@@ -273,5 +282,12 @@ describe('a hostile source through the hub', () => {
     const run = await runToEnd('header-bytes', 20_000);
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 2, recordsOut: 2 });
     expect(headerBytes).toEqual(['/header-bytes', '/header-bytes?p=%E9&q=%C3%A9']);
+  }, 30_000);
+
+  it('a watermark value PostgreSQL cannot store (a NUL, half a surrogate pair, a byte not UTF-8), its record dead-lettered for it: the run ends (it never did: the mark failed its end), the watermark the greatest storable one', async () => {
+    const run = await runToEnd('nul-watermark', 20_000);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 5, recordsOut: 2, recordsSkipped: 3 });
+    const watermark = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ watermark: string }>(`select e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = 'nul-watermark'`)).rows[0]!.watermark);
+    expect(watermark).toBe('2024-02-01');
   }, 30_000);
 });

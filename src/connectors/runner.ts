@@ -861,14 +861,21 @@ function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): Dead
   };
 }
 
-/** A record's watermark value; none from a record nested too deep for its path (it is dead-lettered, prepareRow's tooDeep). */
+/**
+ * A record's watermark value; none from a record nested too deep for its path (it is dead-lettered,
+ * prepareRow's tooDeep), and none that is text PostgreSQL cannot store (a NUL, half a surrogate pair,
+ * bytes that are not UTF-8): its record is dead-lettered for it (unstorableRow), and as the mark it
+ * failed the statement that ends the run, which then never ended.
+ */
 function watermarkOf(item: unknown, path: string): unknown {
+  let value: unknown;
   try {
-    return readPath(item, path);
+    value = readPath(item, path);
   } catch (err) {
     if (err instanceof TooDeepForPath) return undefined;
     throw err;
   }
+  return typeof value === 'string' && unstorableText(value) !== undefined ? undefined : value;
 }
 
 /** What a dead letter keeps of a record nesting deeper than MAX_JSON_DEPTH in place of what is below it. */
