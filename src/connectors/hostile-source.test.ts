@@ -104,6 +104,11 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(Buffer.concat([Buffer.from('[{"id": 1, "seq": "2024-01-01"}, {"id": 2, "seq": "2024-09-0\\u0000"}, {"id": 3, "seq": "2024-06-0\\ud800"}, {"id": 4, "seq": "2024-07-0'), Buffer.from([0xe9]), Buffer.from('"}, {"id": 5, "seq": "2024-02-01"}]')]));
         return;
+      // A GraphQL error whose message holds a NUL (escaped, as JSON writes it).
+      case '/graphql-nul':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end('{"errors": [{"message": "bad\\u0000input"}], "data": null}');
+        return;
       // New records for ever: every page full, always a next cursor.
       case '/endless': {
         endless.push(req.url ?? '');
@@ -137,6 +142,23 @@ beforeAll(async () => {
     connector_type: 'rest-generic',
     spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path, pagination, target: { table: `ext.hostile_${name.replace(/-/g, '_')}`, unique_key: '$.id' } }] },
   });
+  /** A GraphQL connector reading `items` with relay pagination from `graphqlPath`, into ext.hostile_<name>. */
+  const graphqlManifest = (name: string, graphqlPath: string) => ({
+    ...manifest(name, graphqlPath, { kind: 'none' }),
+    spec: {
+      base_url: sourceUrl,
+      graphql_path: graphqlPath,
+      endpoints: [
+        {
+          id: 'items',
+          kind: 'graphql',
+          query: 'query($after: ID) { items(after: $after) { edges { node { id } } pageInfo { endCursor hasNextPage } } }',
+          pagination: { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.edges[*].node' },
+          target: { table: `ext.hostile_${name.replace(/-/g, '_')}`, unique_key: '$.id' },
+        },
+      ],
+    },
+  });
   await hub.services.db.withTenant(1, async (tx) => {
     await applyConnector(tx, manifest('trickle', '/trickle', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('odd-records', '/odd-records', { kind: 'none', response_path: '$' }));
@@ -148,26 +170,13 @@ beforeAll(async () => {
       spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/float-ids', pagination: { kind: 'none', response_path: '$' }, target: { table: 'ext.hostile_float_ids', unique_key: '$.id', promote: [{ name: 'n', path: '$.n', type: 'bigint' }] } }] },
     });
     await applyConnector(tx, manifest('endless', '/endless', { kind: 'cursor', cursor_param: 'cursor', cursor_path: '$.next', has_more_path: '$.has_more', response_path: '$.data' }));
-    await applyConnector(tx, {
-      ...manifest('graphql-ids', '/graphql', { kind: 'none' }),
-      spec: {
-        base_url: sourceUrl,
-        endpoints: [
-          {
-            id: 'items',
-            kind: 'graphql',
-            query: 'query($after: Int) { items(after: $after) { edges { node { id } } pageInfo { endCursor hasNextPage } } }',
-            pagination: { kind: 'relay', cursor_binding: 'variable', cursor_var: 'after', cursor_path: '$.data.items.pageInfo.endCursor', has_more_path: '$.data.items.pageInfo.hasNextPage', response_path: '$.data.items.edges[*].node' },
-            target: { table: 'ext.hostile_graphql_ids', unique_key: '$.id' },
-          },
-        ],
-      },
-    });
+    await applyConnector(tx, graphqlManifest('graphql-ids', '/graphql'));
     await applyConnector(tx, manifest('header-bytes', '/header-bytes', { kind: 'link-header', response_path: '$' }));
     await applyConnector(tx, {
       ...manifest('nul-watermark', '/nul-watermark', { kind: 'none' }),
       spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/nul-watermark', pagination: { kind: 'none', response_path: '$' }, incremental: { mode: 'watermark', param: 'since', watermark_path: '$.seq' }, target: { table: 'ext.hostile_nul_watermark', unique_key: '$.id' } }] },
     });
+    await applyConnector(tx, graphqlManifest('graphql-nul', '/graphql-nul'));
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
@@ -289,5 +298,10 @@ describe('a hostile source through the hub', () => {
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 5, recordsOut: 2, recordsSkipped: 3 });
     const watermark = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ watermark: string }>(`select e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = 'nul-watermark'`)).rows[0]!.watermark);
     expect(watermark).toBe('2024-02-01');
+  }, 30_000);
+
+  it('an error message holding a NUL (a GraphQL error\'s): the run ends Failed with it, the NUL shown as U+FFFD', async () => {
+    const run = await runToEnd('graphql-nul', 20_000);
+    expect(run).toMatchObject({ status: 'Failed', errorMessage: 'GraphQL response carried 1 error(s); first: bad\ufffdinput' });
   }, 30_000);
 });

@@ -25,7 +25,7 @@ import { EngineError, StalePositionError } from './engine/errors.js';
 import { type ReadPosition, stoppedAtOf } from './engine/read.js';
 import { clearResume, readFingerprint, resumableFrom, type StoredResume, storeResume } from './resume.js';
 import { compareNumbers, ExactNumber } from './engine/exact-json.js';
-import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, UNSTORABLE_ESCAPE, unstorableText } from '../validation/input-limits.js';
+import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, toStorable, UNSTORABLE_ESCAPE, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** What the runner needs from the HTTP engine: the pages of one endpoint. */
@@ -579,7 +579,9 @@ export class ConnectorRunner {
       // and is masked as a log line is (a credential in an address, the hub's and this run's secrets).
       // A failure of the exchange with the source (EngineError) quotes what the tenant's own source sent: masked
       // without the hub's own secrets, which the source cannot have been sent (storableUpstreamMessage).
-      const message = publicTableMessage(tenantId, failure instanceof EngineError ? storableUpstreamMessage(failure) : storableMessage(failure));
+      // A NUL or half a surrogate pair the source put in what the message quotes (a GraphQL error's text,
+      // a cursor) is U+FFFD: PostgreSQL refuses it, and the statement that ends the run failed, leaving it Running.
+      const message = toStorable(publicTableMessage(tenantId, failure instanceof EngineError ? storableUpstreamMessage(failure) : storableMessage(failure))) as string;
       outcome = { status, error: message === failure.message ? failure : Object.assign(new Error(message), { runStatus: failure.runStatus, retryable: failure.retryable }) };
       if (status === 'Failed') logger().warn({ runId: run.id, connector: connector.name, endpoint: endpoint.id, err: loggableMessage(failure) }, 'connector run failed');
     }
