@@ -1,7 +1,7 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { describe, expect, it } from '@jest/globals';
+import { afterAll, describe, expect, it } from '@jest/globals';
 import { parseAllDocuments } from 'yaml';
 import { routeTable } from '../apiserver/app.js';
 import { openApiDocument } from '../apiserver/openapi.js';
@@ -400,7 +400,9 @@ describe('documentation: its tables of HTTP operations', () => {
 
 describe('documentation: the defaults it gives settings', () => {
   // The defaults alone: no environment, and an empty file in place of a ./application.yaml the checkout may hold.
-  const empty = join(mkdtempSync(join(tmpdir(), 'docs-defaults-')), 'application.yaml');
+  const folder = mkdtempSync(join(tmpdir(), 'docs-defaults-'));
+  afterAll(() => rmSync(folder, { recursive: true, force: true }));
+  const empty = join(folder, 'application.yaml');
   writeFileSync(empty, '{}\n');
   // A default that follows the profile (`60 (0 in dev)`) may be stated as either.
   const configs = [
