@@ -113,12 +113,16 @@ suite('Swagger UI console in headless Chromium', () => {
   });
 
   it('can be captured as a screenshot', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-swagger-ui-'));
+    // Kept only when asked for, to be looked at: then outside the run's own TMPDIR, which its teardown removes.
+    const keep = Boolean(process.env.SVC_TEST_SCREENSHOT);
+    const dir = mkdtempSync(join((keep && process.env.SVC_TEST_OUTER_TMPDIR) || tmpdir(), 'svc-swagger-ui-'));
     const file = join(dir, 'swagger-ui.png');
-    await page.screenshot({ path: file, fullPage: true });
-    expect(statSync(file).size).toBeGreaterThan(10_000);
-    // Kept only when asked for, to be looked at.
-    if (process.env.SVC_TEST_SCREENSHOT) console.info(`Swagger UI screenshot: ${file}`);
-    else rmSync(dir, { recursive: true, force: true });
+    try {
+      await page.screenshot({ path: file, fullPage: true });
+      expect(statSync(file).size).toBeGreaterThan(10_000);
+      if (keep) console.info(`Swagger UI screenshot: ${file}`);
+    } finally {
+      if (!keep) rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

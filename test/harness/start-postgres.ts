@@ -91,6 +91,9 @@ export async function stopTestPostgres(): Promise<void> {
 async function stopSharedServer(): Promise<void> {
   const server = (globalThis as { __svcTestPg?: EmbeddedDatabase }).__svcTestPg;
   if (!server) return;
-  await server.stop();
-  if (process.env.SVC_TEST_PG_DIR) rmSync(process.env.SVC_TEST_PG_DIR, { recursive: true, force: true });
+  try {
+    await server.stop();
+  } finally {
+    if (process.env.SVC_TEST_PG_DIR) rmSync(process.env.SVC_TEST_PG_DIR, { recursive: true, force: true });
+  }
 }
