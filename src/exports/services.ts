@@ -1,8 +1,9 @@
-import { createWriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { open, rm } from 'node:fs/promises';
 import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { scopeAccess } from '../admin/scope-access.js';
 import type { Principal } from '../auth/principal.js';
@@ -37,12 +38,17 @@ export type SlotOutcome =
   | { kind: 'started'; slot: Date; run: ExportRun; done: Promise<ExportRun> };
 
 export interface Download {
-  /** A temporary file holding the CSV; `dispose()` removes it. */
-  path: string;
+  /**
+   * The CSV, read from a temporary file that lost its name as soon as it was opened: a hub that
+   * stops or dies while it is written or sent leaves nothing in the temporary directory. Read to
+   * its end or destroyed, it closes the file, and the space is freed.
+   */
+  body: Readable;
   filename: string;
   rows: number;
   bytes: number;
   sha256: string;
+  /** Closes the file when `body` is not read. */
   dispose(): Promise<void>;
 }
 
@@ -276,8 +282,10 @@ export function createExportServices(deps: ExportDeps): ExportServices {
     },
     async download(t, caller, entityName) {
       const path = join(tmpdir(), `svc-hub-download-${randomUUID()}.csv`);
-      const dispose = () => rm(path, { force: true });
+      const file = await open(path, 'wx+', 0o600);
       try {
+        // Reached through the handle alone from here on (written, then read from its start).
+        await rm(path, { force: true });
         // The snapshot's transaction is open while the file is written: a unit holding its connection
         // for long (Database.holdConnection), counted with export runs, chunk writes and analytic queries.
         return await db.holdConnection(t, () => db.withTenant(t, async (tx) => {
@@ -293,11 +301,15 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           const columns = entity.columns.map((c) => c.name);
           const csv = csvSnapshot(tx, { relation, columns, order: [entity.key], delimiter: ',', header: true });
           const digest = new DigestStream();
-          await pipeline(csv, digest, createWriteStream(path, { mode: 0o600 }));
-          return { path, filename: `${entity.name}.csv`, rows: csv.rows, bytes: digest.bytes, sha256: digest.sha256(), dispose };
+          // Written through its descriptor, the handle left open (a FileHandle's own write stream,
+          // even with autoClose off, keeps a read stream of the handle from ever reading).
+          await pipeline(csv, digest, createWriteStream('', { fd: file.fd, autoClose: false }));
+          const body = createReadStream('', { fd: file, start: 0 });
+          return { body, filename: `${entity.name}.csv`, rows: csv.rows, bytes: digest.bytes, sha256: digest.sha256(), dispose: async () => void body.destroy() };
         }));
       } catch (err) {
-        await dispose();
+        await file.close();
+        await rm(path, { force: true });
         throw err;
       }
     },

@@ -1,4 +1,3 @@
-import { createReadStream } from 'node:fs';
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { exportManifestSchema } from '../../../src/exports/manifest/schema.js';
 import { FAILURE_CODES } from '../../../src/exports/types.js';
@@ -210,9 +209,8 @@ export const exportRoutes: RouteDecl[] = [
       ctx.set('X-Row-Count', String(file.rows));
       ctx.set('X-Content-SHA256', file.sha256);
       ctx.length = file.bytes;
-      const body = createReadStream(file.path);
-      body.once('close', () => void file.dispose());
-      ctx.body = body;
+      // Koa destroys the stream when the answer ends, sent whole or not: the file closes with it.
+      ctx.body = file.body;
       return undefined;
     },
   }),
