@@ -13,15 +13,25 @@ import { OWN_SERVER_MARKER, OWN_SERVER_PREFIX } from './start-postgres.js';
 /** An embedded PostgreSQL of the caller's alone, in a temporary directory removed when it stops. */
 async function ownServer(): Promise<{ url: string; stop(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), OWN_SERVER_PREFIX));
-  chmodSync(dir, 0o755);
-  const server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'own' });
+  const remove = () => rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+  let server: Awaited<ReturnType<typeof startEmbedded>>;
+  try {
+    chmodSync(dir, 0o755);
+    server = await startEmbedded({ dataDir: join(dir, 'data'), database: 'own' });
+  } catch (err) {
+    remove();
+    throw err;
+  }
   // Which run and file started it: the run's teardown stops a server a file left running and names the file.
   writeFileSync(join(dir, OWN_SERVER_MARKER), JSON.stringify({ run: process.env.SVC_TEST_RUN_ID ?? '', file: expect.getState().testPath ?? '' }));
   return {
     url: server.url,
     async stop() {
-      await server.stop();
-      rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
+      try {
+        await server.stop();
+      } finally {
+        remove();
+      }
     },
   };
 }

@@ -154,21 +154,22 @@ export function selfSignedCertificate(): SelfSigned | undefined {
   const dir = mkdtempSync(join(tmpdir(), 'svc-smtp-'));
   const keyFile = join(dir, 'key.pem');
   const certFile = join(dir, 'cert.pem');
-  execFileSync(
-    openssl,
-    [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      '-keyout', keyFile, '-out', certFile,
-    ],
-    { stdio: 'pipe' },
-  );
-  return {
-    key: readFileSync(keyFile, 'utf8'),
-    cert: readFileSync(certFile, 'utf8'),
-    certFile,
-    remove: () => rmSync(dir, { recursive: true, force: true }),
-  };
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  try {
+    execFileSync(
+      openssl,
+      [
+        'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+        '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+        '-keyout', keyFile, '-out', certFile,
+      ],
+      { stdio: 'pipe' },
+    );
+    return { key: readFileSync(keyFile, 'utf8'), cert: readFileSync(certFile, 'utf8'), certFile, remove };
+  } catch (err) {
+    remove();
+    throw err;
+  }
 }
 
 /** The addresses of a parsed message's To header. */

@@ -59,50 +59,58 @@ export async function startSshd(options: SshdOptions = {}): Promise<TestSshd> {
 
   mkdirSync('/run/sshd', { recursive: true, mode: 0o755 }); // sshd's privilege-separation directory
   const dir = mkdtempSync(join(tmpdir(), 'svc-sshd-'));
-  chmodSync(dir, 0o755); // the user reads its authorized keys and reaches root/ through it
-  const hostKey = join(dir, 'host_key');
-  const clientKey = join(dir, 'client_key');
-  keygen(hostKey);
-  keygen(clientKey);
-  const fingerprint = /\b(SHA256:[A-Za-z0-9+/]+)/.exec(execFileSync('ssh-keygen', ['-lf', `${hostKey}.pub`], { encoding: 'utf8' }))?.[1];
-  if (!fingerprint) throw new Error('ssh-keygen -lf printed no SHA256 fingerprint');
-  const authorized = join(dir, 'authorized_keys');
-  mkdirSync(authorized, { mode: 0o755 });
-  writeFileSync(join(authorized, user), readFileSync(`${clientKey}.pub`), { mode: 0o644 });
-  const root = join(dir, 'root');
-  mkdirSync(root, { mode: 0o755 });
-  chownSync(root, ids.uid, ids.gid);
+  // Removed on every way out but a running server's (its stop() removes it).
+  try {
+    chmodSync(dir, 0o755); // the user reads its authorized keys and reaches root/ through it
+    const hostKey = join(dir, 'host_key');
+    const clientKey = join(dir, 'client_key');
+    keygen(hostKey);
+    keygen(clientKey);
+    const fingerprint = /\b(SHA256:[A-Za-z0-9+/]+)/.exec(execFileSync('ssh-keygen', ['-lf', `${hostKey}.pub`], { encoding: 'utf8' }))?.[1];
+    if (!fingerprint) throw new Error('ssh-keygen -lf printed no SHA256 fingerprint');
+    const authorized = join(dir, 'authorized_keys');
+    mkdirSync(authorized, { mode: 0o755 });
+    writeFileSync(join(authorized, user), readFileSync(`${clientKey}.pub`), { mode: 0o644 });
+    const root = join(dir, 'root');
+    mkdirSync(root, { mode: 0o755 });
+    chownSync(root, ids.uid, ids.gid);
 
-  let lastError: unknown;
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
-    const config = join(dir, 'sshd_config');
-    writeFileSync(config, sshdConfig({ port, dir, hostKey, user }));
-    try {
-      const { child, log } = await launch(config, port);
-      return {
-        host: '127.0.0.1',
-        port,
-        user,
-        password,
-        privateKey: readFileSync(clientKey, 'utf8'),
-        privateKeyFile: clientKey,
-        fingerprint,
-        root,
-        log,
-        connections: () => (log().match(/^Connection from /gm) ?? []).length,
-        async stop() {
-          await stopChild(child);
-          rmSync(dir, { recursive: true, force: true });
-        },
-      };
-    } catch (err) {
-      lastError = err;
-      if (!/Bind to port|Address already in use/.test(String(err))) break;
+    let lastError: unknown;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const port = await freePort();
+      const config = join(dir, 'sshd_config');
+      writeFileSync(config, sshdConfig({ port, dir, hostKey, user }));
+      try {
+        const { child, log } = await launch(config, port);
+        return {
+          host: '127.0.0.1',
+          port,
+          user,
+          password,
+          privateKey: readFileSync(clientKey, 'utf8'),
+          privateKeyFile: clientKey,
+          fingerprint,
+          root,
+          log,
+          connections: () => (log().match(/^Connection from /gm) ?? []).length,
+          async stop() {
+            try {
+              await stopChild(child);
+            } finally {
+              rmSync(dir, { recursive: true, force: true });
+            }
+          },
+        };
+      } catch (err) {
+        lastError = err;
+        if (!/Bind to port|Address already in use/.test(String(err))) break;
+      }
     }
+    throw lastError;
+  } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
+    throw err;
   }
-  rmSync(dir, { recursive: true, force: true });
-  throw lastError;
 }
 
 function ensureUser(user: string): { uid: number; gid: number } {
