@@ -623,7 +623,7 @@ describe('svc-hub executable', () => {
     rmSync(join(dataDir, 'hub.pid'));
     const second = start(['serve'], { SVC_DATA_DIR: dataDir, PORT: String(await freePort()) });
     // Was: 'stopping the embedded PostgreSQL a previous hub left running' (the first hub's), then a server of its own on the same cluster.
-    expect(await Promise.race([second.exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 60_000))])).toBe(1);
+    expect(await Promise.race([second.exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 60_000).unref())])).toBe(1);
     expect(second.output()).toContain(`data directory ${dataDir} is already used by another svc-hub process (pid ${first.child.pid})`);
     expect(second.output()).not.toContain('left running');
     expect(() => process.kill(pgPid, 0)).not.toThrow();

@@ -101,7 +101,7 @@ describe('the SMTP mailer', () => {
           () => 'sent',
           (err: unknown) => sendFailure(err),
         ),
-        new Promise((resolve) => setTimeout(() => resolve('still sending after 5 s'), 5_000)),
+        new Promise((resolve) => setTimeout(() => resolve('still sending after 5 s'), 5_000).unref()),
       ]);
       expect(outcome).toMatchObject({ message: expect.stringMatching(/900 ms/) });
       expect(Date.now() - started).toBeLessThan(2_000);

@@ -460,7 +460,7 @@ describe('the retry sweep, refilling', () => {
     await orphaned(i.id, 40, 40_000);
     const w = realWorker(5_000);
     await w.stop();
-    const ended = await Promise.race([refilling(w).sweep(), new Promise<string>((resolve) => setTimeout(() => resolve('still sweeping after 3 s'), 3_000))]);
+    const ended = await Promise.race([refilling(w).sweep(), new Promise<string>((resolve) => setTimeout(() => resolve('still sweeping after 3 s'), 3_000).unref())]);
     expect(ended).toBe(4); // one claim of perIntegrationClaim rows, refused by the worker; no refill
     const attempted = (await rowsOf(i.id)).filter((r) => r.attempts > 0);
     expect(attempted).toEqual([]);

@@ -307,7 +307,7 @@ describe('S3Destination against fauxqs', () => {
         // proxy may hear of it a moment after this request, so it is given a moment (the bound is
         // only ever reached when part 2 is still in flight).
         const stuck = held;
-        if (stuck) await Promise.race([stuck.closed, new Promise((resolve) => setTimeout(resolve, 2_000))]);
+        if (stuck) await Promise.race([stuck.closed, new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
         events.push(held ? 'abort while part 2 is in flight' : 'abort');
         held = undefined;
         stuck?.socket.destroy();
