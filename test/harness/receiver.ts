@@ -35,6 +35,7 @@ export async function startReceiver(behave: (path: string, received: Received) =
   const received: Received[] = [];
   const sockets = new Set<Socket>();
   const hanging = new Set<ServerResponse>();
+  const delayed = new Set<NodeJS.Timeout>();
   const receiver: Receiver = {
     url: '',
     received,
@@ -51,6 +52,7 @@ export async function startReceiver(behave: (path: string, received: Received) =
     },
     close: () =>
       new Promise<void>((resolve) => {
+        for (const timer of delayed) clearTimeout(timer);
         for (const res of hanging) res.destroy();
         for (const socket of sockets) socket.destroy();
         server.close(() => resolve());
@@ -72,8 +74,14 @@ export async function startReceiver(behave: (path: string, received: Received) =
         for (const [name, value] of Object.entries(behaviour.headers ?? {})) res.setHeader(name, value);
         res.end(behaviour.body ?? '');
       };
-      if (behaviour.delayMs) setTimeout(answer, behaviour.delayMs);
-      else answer();
+      if (behaviour.delayMs) {
+        // Cleared by close(): a pending answer would hold the test worker open past its end.
+        const timer = setTimeout(() => {
+          delayed.delete(timer);
+          answer();
+        }, behaviour.delayMs);
+        delayed.add(timer);
+      } else answer();
     });
   });
   server.on('connection', (socket) => {
