@@ -109,16 +109,23 @@ async function stopServersUnder(dir: string): Promise<void> {
   } catch {
     return;
   }
-  for (const file of files) {
-    let pid = 0;
-    try {
-      pid = Number(readFileSync(join(dir, file), 'utf8').split('\n')[0]);
-      // The pid of a server long gone may be another program's by now.
-      if (!(pid > 0 && isLive(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres'))) continue;
-      process.kill(pid, 'SIGINT');
-    } catch {
-      continue;
-    }
-    for (let waited = 0; isLive(pid) && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+  for (const file of files) await stopPostmaster(join(dir, file));
+}
+
+/**
+ * Stops the PostgreSQL that `pidFile` (a cluster's postmaster.pid) names, when it is running: SIGINT
+ * (a fast shutdown), then up to 30 s for it to end. False when none was running.
+ */
+export async function stopPostmaster(pidFile: string): Promise<boolean> {
+  let pid = 0;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').split('\n')[0]);
+    // The pid of a server long gone may be another program's by now.
+    if (!(pid > 0 && isLive(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('postgres'))) return false;
+    process.kill(pid, 'SIGINT');
+  } catch {
+    return false;
   }
+  for (let waited = 0; isLive(pid) && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
+  return true;
 }

@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { isLive, startEmbedded, type EmbeddedDatabase } from '../../src/db/embedded.js';
+import { startEmbedded, type EmbeddedDatabase } from '../../src/db/embedded.js';
 import { setLogger, createLogger } from '../../src/observability/logger.js';
+import { stopPostmaster } from './run-tmpdir.js';
 
 /**
  * One embedded PostgreSQL for the whole test run; each test file creates its own database on it
@@ -67,13 +68,7 @@ async function stopLeftOwnServers(): Promise<string[]> {
       continue; // another run's, or one being made
     }
     if (marker.run !== run) continue;
-    const pidFile = join(dir, 'data', 'pg', 'postmaster.pid');
-    const pid = existsSync(pidFile) ? Number(readFileSync(pidFile, 'utf8').split('\n')[0]) : 0;
-    if (pid > 0 && isLive(pid)) {
-      files.push(marker.file || dir);
-      process.kill(pid, 'SIGINT');
-      for (let waited = 0; isLive(pid) && waited < 30_000; waited += 100) await new Promise((r) => setTimeout(r, 100));
-    }
+    if (await stopPostmaster(join(dir, 'data', 'pg', 'postmaster.pid'))) files.push(marker.file || dir);
     rmSync(dir, { recursive: true, force: true });
   }
   return files;
