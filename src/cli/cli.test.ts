@@ -1279,6 +1279,22 @@ describe('the executable', () => {
     expect(await run(['nonsense'])).toMatchObject({ code: 2, err: expect.stringContaining("unknown command 'nonsense'") });
   });
 
+  it('a config file svc cannot write (a full disk: a file size limit of 0) fails the login saying so, and leaves no temporary file beside it', async () => {
+    const folder = mkdtempSync(join(dir, 'config-full-'));
+    // SIGXFSZ ignored: a write past the limit fails with EFBIG, as one on a full disk fails with ENOSPC.
+    const child = spawn('sh', ['-c', `trap '' XFSZ; ulimit -f 0; exec "$0" "$@"`, process.execPath, join(packageRoot(), 'bin', 'svc.js'), 'login', '--url', hub.url, '--dev-tenant', '1'], {
+      env: { PATH: process.env.PATH ?? '', HOME: folder, SVC_CLI_CONFIG: join(folder, 'config.json') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code).not.toBe(0);
+    expect(err).toMatch(/EFBIG|file too large/i);
+    // Was: config.json.<pid>.tmp, left for good.
+    expect(readdirSync(folder)).toEqual([]);
+  });
+
   it('output whose reader closed the pipe (`svc runs ls | head`) ends the command with 0, but svc diff with 1 once it printed a difference: never "same"', async () => {
     const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: hub.url, SVC_DEV_TENANT: '1' };
     const run = async (args: string[]) => {

@@ -114,12 +114,18 @@ export function writeConfig(path: string, target: Target, ownFolder: boolean): v
   // 'wx': created here or not at all (no file or link of that name followed); the mode is set at creation.
   const fd = openSync(temporary, 'wx', 0o600);
   try {
-    fchmodSync(fd, 0o600); // whatever the umask
-    writeFileSync(fd, `${JSON.stringify(stored, null, 2)}\n`);
-  } finally {
-    closeSync(fd);
+    try {
+      fchmodSync(fd, 0o600); // whatever the umask
+      writeFileSync(fd, `${JSON.stringify(stored, null, 2)}\n`);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(temporary, path);
+  } catch (err) {
+    // A write that failed (a full disk) leaves nothing beside the file.
+    rmSync(temporary, { force: true });
+    throw err;
   }
-  renameSync(temporary, path);
 }
 
 /** False when there was nothing to remove. */
