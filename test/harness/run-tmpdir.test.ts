@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -56,25 +56,29 @@ describe("the test run's TMPDIR", () => {
   it("an earlier run's directory is removed once its jest process is gone, a live run's never", async () => {
     const machine = outer();
     const live = makeRunDir(machine);
+    const ns = readlinkSync('/proc/self/ns/pid');
     const gone = makeRunDir(machine);
-    writeFileSync(join(gone, OWNER_FILE), JSON.stringify({ pid: gonePid(), started: '1' }));
+    writeFileSync(join(gone, OWNER_FILE), JSON.stringify({ pid: gonePid(), started: '1', ns }));
+    // A run of another PID namespace (a container sharing the directory): its pid means nothing here.
+    const elsewhere = makeRunDir(machine);
+    writeFileSync(join(elsewhere, OWNER_FILE), JSON.stringify({ pid: gonePid(), started: '1', ns: 'pid:[1]' }));
     // The pid of a live process, but not the process that made the directory (pids wrap).
     const reused = makeRunDir(machine);
-    writeFileSync(join(reused, OWNER_FILE), JSON.stringify({ pid: process.pid, started: `${processStart(process.pid)}0` }));
+    writeFileSync(join(reused, OWNER_FILE), JSON.stringify({ pid: process.pid, started: `${processStart(process.pid)}0`, ns }));
     // Being made this moment (no owner file yet): left alone.
     const making = join(machine, `${RUN_DIR_PREFIX}making`);
     mkdirSync(making);
     const other = join(machine, 'svc-chart-abc');
     mkdirSync(other);
     expect((await sweepStaleRunDirs(machine)).sort()).toEqual([gone, reused].sort());
-    for (const dir of [live, making, other]) expect(existsSync(dir)).toBe(true);
+    for (const dir of [live, elsewhere, making, other]) expect(existsSync(dir)).toBe(true);
     expect(removeRunDir(live)).toEqual([]);
   });
 
   it('a PostgreSQL a killed run left running in its directory is stopped before the directory goes', async () => {
     const machine = outer();
     const dir = makeRunDir(machine);
-    writeFileSync(join(dir, OWNER_FILE), JSON.stringify({ pid: gonePid() }));
+    writeFileSync(join(dir, OWNER_FILE), JSON.stringify({ pid: gonePid(), ns: readlinkSync('/proc/self/ns/pid') }));
     const data = join(dir, 'svc-test-pg-x');
     mkdirSync(data, { mode: 0o755 });
     const server = await startEmbedded({ dataDir: data, database: 'postgres' });

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { isLive } from '../../src/db/embedded.js';
@@ -12,7 +12,7 @@ import { isLive } from '../../src/db/embedded.js';
  * was. Entries of other processes sharing the machine's /tmp never count.
  */
 export const RUN_DIR_PREFIX = 'svc-test-run-';
-/** `{pid, started}` of the jest process that owns a run directory. */
+/** `{pid, started, ns}` of the jest process that owns a run directory. */
 export const OWNER_FILE = '.owner.json';
 /** A run directory with no owner file older than this was left by a run killed as it made it. */
 const UNOWNED_AFTER_MS = 10 * 60_000;
@@ -32,7 +32,20 @@ export function processStart(pid: number): string {
   }
 }
 
-function ownerAlive(owner: { pid?: number; started?: string }): boolean {
+/** This process's PID namespace (`pid:[4026531836]`): a pid means something only within it. '' where there is no /proc. */
+function pidNamespace(): string {
+  try {
+    return readlinkSync('/proc/self/ns/pid');
+  } catch {
+    return '';
+  }
+}
+
+type Owner = { pid?: number; started?: string; ns?: string };
+
+function ownerAlive(owner: Owner): boolean {
+  // A run of another PID namespace (a container sharing this /tmp): its pid cannot be looked at from here.
+  if ((owner.ns ?? '') !== pidNamespace()) return true;
   if (!owner.pid || !isLive(owner.pid)) return false;
   return !owner.started || processStart(owner.pid) === owner.started;
 }
@@ -45,7 +58,7 @@ function ownerAlive(owner: { pid?: number; started?: string }): boolean {
 export function makeRunDir(outer: string = tmpdir()): string {
   const dir = mkdtempSync(join(outer, RUN_DIR_PREFIX));
   chmodSync(dir, 0o711);
-  writeFileSync(join(dir, OWNER_FILE), JSON.stringify({ pid: process.pid, started: processStart(process.pid) }));
+  writeFileSync(join(dir, OWNER_FILE), JSON.stringify({ pid: process.pid, started: processStart(process.pid), ns: pidNamespace() }));
   const tsx = tsxCacheName();
   try {
     mkdirSync(join(outer, tsx), { recursive: true });
@@ -83,9 +96,9 @@ export async function sweepStaleRunDirs(outer: string = tmpdir()): Promise<strin
   for (const name of readdirSync(outer)) {
     if (!name.startsWith(RUN_DIR_PREFIX)) continue;
     const dir = join(outer, name);
-    let owner: { pid?: number; started?: string } | undefined;
+    let owner: Owner | undefined;
     try {
-      owner = JSON.parse(readFileSync(join(dir, OWNER_FILE), 'utf8')) as { pid?: number; started?: string };
+      owner = JSON.parse(readFileSync(join(dir, OWNER_FILE), 'utf8')) as Owner;
     } catch {
       try {
         if (Date.now() - statSync(dir).mtimeMs < UNOWNED_AFTER_MS) continue;
