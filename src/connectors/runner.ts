@@ -1,4 +1,5 @@
 import type { Database, Tx } from '../db/database.js';
+import { dataErrorCode, describeDataError } from '../db/data-errors.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
@@ -129,6 +130,8 @@ class DeadLetterCapError extends Error {
 
 /** The longest wait between two tries of writing a run's end while the database is unavailable. */
 const END_RETRY_MAX_MS = 2_000;
+/** How a run's error message begins when its end was refused for a value it holds (untilWritten). */
+export const END_NOT_STORED = "the run's end could not be stored";
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
 const WRITES_IN_FLIGHT = 3;
@@ -613,7 +616,17 @@ export class ConnectorRunner {
       if (ended) await this.emitEnd(tx, record, endpoint, Date.now() - started, written, outcome);
       else logger().warn({ runId: run.id, status: record.status }, `run ${run.id} ended ${outcome.status} after it had been closed as ${record.status}; the first end stands`);
       return record;
-    }));
+    }), async (code) => {
+      // The end as written above was refused for a value it holds (a text the source sent, a number out
+      // of range): the run ends Failed with a text that quotes none of them, its counts as its chunks left them.
+      const failure = Object.assign(new Error(`${END_NOT_STORED}: ${describeDataError(code)}`), { retryable: false });
+      logger().error({ runId: run.id, connector: connector.name, endpoint: endpoint.id, status: outcome.status, sqlstate: code }, `run ${run.id} ended ${outcome.status} but its end was refused (${describeDataError(code)}); it ends Failed instead`);
+      return this.o.db.withTenant(tenantId, async (tx) => {
+        const { ended, ...record } = await finishRun(tx, run.id, 'Failed', failure.message);
+        if (ended) await this.emitEnd(tx, record, endpoint, Date.now() - started, written, { status: 'Failed', error: failure });
+        return record;
+      });
+    });
     runsTotal().inc({ status: finished.status });
     return finished;
   }
@@ -623,15 +636,24 @@ export class ConnectorRunner {
    * restarting, out of disk) the write is tried again, every END_RETRY_MAX_MS at most, with the run
    * still kept alive by the heartbeat, so that its own end (the database error that failed it, say)
    * is recorded rather than the interrupted-run sweep's. A stopping process gives up (the sweep of
-   * the next start closes the run).
+   * the next start closes the run). A refusal of a value the end holds (SQLSTATE class 22 or 23: a
+   * NUL in a text, a number out of range), which the same statement would meet again, writes
+   * `refused(code)` instead, once: the run's end as Failed with a fixed text.
    */
-  private async untilWritten<T>(runId: string, status: RunStatus, write: () => Promise<T>): Promise<T> {
+  private async untilWritten<T>(runId: string, status: RunStatus, write: () => Promise<T>, refused: (code: string) => Promise<T>): Promise<T> {
     let delay = 250;
     let told = false;
+    let fallenBack = false;
     for (;;) {
       try {
         return await write();
       } catch (err) {
+        const code = dataErrorCode(err);
+        if (code !== undefined && !fallenBack) {
+          fallenBack = true;
+          write = () => refused(code);
+          continue;
+        }
         if (this.closed || !(isDatabaseUnavailable(err) || isOutOfResources(err))) throw err;
         if (!told) {
           told = true;
