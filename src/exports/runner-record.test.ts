@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../test/harness/api-client.js';
@@ -22,6 +23,7 @@ let owner: pg.Client;
 let api: Client;
 let endpoint: Server;
 let services: ExportServices | undefined;
+let s3: HttpServer | undefined;
 const away = new Database({ appUrl: 'postgres://svc_app@127.0.0.1:9/none', workerUrl: 'postgres://svc_worker@127.0.0.1:9/none', poolSize: 3 });
 
 beforeAll(async () => {
@@ -42,6 +44,7 @@ afterAll(async () => {
   await away.app.end();
   await away.worker.end();
   await new Promise((resolve) => endpoint?.close(resolve));
+  await new Promise((resolve) => (s3 ? s3.close(resolve) : resolve(undefined)));
   await owner?.end();
   await hub?.stop();
 });
@@ -79,5 +82,25 @@ describe('an export run whose end cannot be recorded at once', () => {
     expect(run.failureReason).toMatch(/could not reach/);
     const { rows } = await owner.query<{ status: string; failure_code: string }>('select status, failure_code from exports.runs where id = $1', [run.id]);
     expect(rows[0]).toEqual({ status: 'Failed', failure_code: 'publication' });
+  }, 30_000);
+
+  it('ends Failed when what the destination answered holds a NUL or half a surrogate pair: written as U+FFFD', async () => {
+    // An S3 endpoint answering every request 500 with an error code holding a NUL and a lone surrogate (XML character references the SDK decodes).
+    s3 = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(500, { 'content-type': 'application/xml' });
+        res.end('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>Bad&#0;Code&#xD800;</Code><Message>m</Message><RequestId>1</RequestId></Error>');
+      });
+    });
+    await new Promise<void>((resolve) => s3!.listen(0, '127.0.0.1', () => resolve()));
+    expect((await api.post('/api/exports/apply', itemS3Export('nul-code', `http://127.0.0.1:${(s3.address() as AddressInfo).port}`))).status).toBe(201);
+    await services?.close();
+    services = createExportServices({ config: hub.config, db: hub.services.db, secrets: hub.services.secrets, egress: egressPolicy(hub.config) });
+    const run = await services.runNow(1, 'nul-code');
+    expect({ status: run.status, code: run.failureCode }).toEqual({ status: 'Failed', code: 'publication' });
+    expect(run.failureReason).toMatch(/^S3 answered HTTP 500 Bad\ufffdCode\ufffd while publishing /);
+    const { rows } = await owner.query<{ status: string; failure_reason: string }>('select status, failure_reason from exports.runs where id = $1', [run.id]);
+    expect(rows[0]).toEqual({ status: 'Failed', failure_reason: run.failureReason });
   }, 30_000);
 });

@@ -1,6 +1,7 @@
 import pino, { type DestinationStream, type Logger } from 'pino';
 import pretty from 'pino-pretty';
 import { LOG_LEVELS } from '../config/properties.js';
+import { storableText } from '../validation/input-limits.js';
 import { currentContext } from './context.js';
 import { type ErrorWalk, loggableError, loggableMessage, MAX_LOGGED_DEPTH, newErrorWalk, withLoggableErrors } from './database-errors.js';
 import { loggableText } from './url-redaction.js';
@@ -59,10 +60,12 @@ function scrub(line: string, hubOwn = true): string {
  * values a PostgreSQL error quotes and the credentials of an address it holds (`loggableMessage`),
  * then the hub's own secrets and those of the current unit of work (a connector's token, a tenant
  * secret it just read) in every form they may take, and Bearer and Basic credentials (`scrub`).
- * What locates the fault (a status code, names, positions) stays.
+ * What locates the fault (a status code, names, positions) stays. A NUL or half a surrogate pair in
+ * it (quoted from what a remote server answered: an S3 error code written `&#0;`) is U+FFFD, which
+ * PostgreSQL stores: the statement writing such a text failed, and with it the end of the run.
  */
 export function storableMessage(err: unknown): string {
-  return scrub(loggableMessage(err));
+  return storableText(scrub(loggableMessage(err)));
 }
 
 /**
@@ -74,7 +77,7 @@ export function storableMessage(err: unknown): string {
  * credentials in addresses and Bearer and Basic credentials are masked as before.
  */
 export function storableUpstreamMessage(err: unknown): string {
-  return scrub(loggableMessage(err), false);
+  return storableText(scrub(loggableMessage(err), false));
 }
 
 /** Keys whose values are removed wherever they appear in a logged object. */

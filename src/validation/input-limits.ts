@@ -290,12 +290,20 @@ export function cutDeeperThan(value: unknown, max: number, marker: unknown): unk
 }
 
 /**
+ * A text PostgreSQL can store: NUL characters and unpaired surrogates become U+FFFD (a text column
+ * refuses a NUL, a JSON document either); the text itself when it holds neither.
+ */
+export function storableText(text: string): string {
+  return unstorableText(text) ? text.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATES, '\ufffd') : text;
+}
+
+/**
  * A copy of a document PostgreSQL can store: NUL characters and unpaired surrogates in keys and
  * string values become U+FFFD, and a number past what a jsonb number holds (`1e200000`) its text in
  * a string. For keeping what could not be stored (dead letters), never for data.
  */
 export function toStorable(value: unknown): unknown {
-  if (typeof value === 'string') return unstorableText(value) ? value.replaceAll('\u0000', '\ufffd').replace(LONE_SURROGATES, '\ufffd') : value;
+  if (typeof value === 'string') return storableText(value);
   if (typeof value !== 'object' || value === null) return value;
   if (value instanceof ExactNumber) return fitsNumeric(String(value)) ? value : String(value);
   if (Array.isArray(value)) return value.map(toStorable);
