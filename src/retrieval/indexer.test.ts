@@ -555,6 +555,27 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
     }
   });
 
+  it('an endpoint whose error text holds a NUL or half a surrogate pair: the chunk set aside with it as U+FFFD, the other chunks embedded (before, every pass failed)', async () => {
+    await t.owner.query('delete from retrieval.chunks');
+    await chunksOf(1, ['a REFUSED text', 'a1']);
+    const standIn = await startReceiver((_path, received) => {
+      const input = (JSON.parse(received.body) as { input: string[] }).input;
+      if (input.some((x) => x.includes('REFUSED'))) return { status: 400, headers: { 'content-type': 'application/json' }, body: '{"error": {"message": "bad\\u0000in\\ud800put", "type": "invalid_request_error"}}' };
+      return { status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ data: input.map((_, index) => ({ index, embedding: [1, 0, 0, 0] })), model: 'stand-in-embed' }) };
+    });
+    const port = new OpenAiEmbedding({ baseUrl: `${standIn.url}/v1`, model: 'stand-in-embed', apiKey: 'sk-test', dimensions: 4, egress: EgressPolicy.open(), maxRetries: 0 });
+    try {
+      expect(await embedPending(t.db, port, 8)).toBe(1);
+      expect((await state()).map(({ content, embedded, error }) => ({ content, embedded, error }))).toEqual([
+        { content: 'a REFUSED text', embedded: false, error: 'the embedding endpoint answered HTTP 400: 400 bad\ufffdin\ufffdput' },
+        { content: 'a1', embedded: true, error: null },
+      ]);
+    } finally {
+      await port.close();
+      await standIn.close();
+    }
+  });
+
   it('stores no vector on a chunk whose text changed while the model embedded it; the next call embeds the new text', async () => {
     await t.owner.query('delete from retrieval.chunks');
     await chunksOf(1, ['ext.alpha c1: name: Ada']);
