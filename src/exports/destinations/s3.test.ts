@@ -590,3 +590,32 @@ describe('S3Destination against fauxqs', () => {
   });
 });
 
+
+describe('S3Destination against an S3-compatible server of the tenant', () => {
+  it("a receipt whose ETag holds a NUL or half a surrogate pair (XML character references in the answer to CompleteMultipartUpload) carries U+FFFD, which the run record's text column stores", async () => {
+    // Multipart: the ETag and version id of CompleteMultipartUpload come in its XML answer, which the SDK decodes.
+    const server = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const url = new URL(req.url ?? '/', 'http://x');
+        if (req.method === 'HEAD') return void res.writeHead(404).end();
+        res.setHeader('content-type', 'application/xml');
+        if (req.method === 'POST' && url.searchParams.has('uploads')) {
+          return void res.end('<?xml version="1.0" encoding="UTF-8"?><InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>u1</UploadId></InitiateMultipartUploadResult>');
+        }
+        if (req.method === 'PUT') return void res.writeHead(200, { etag: '"p"' }).end();
+        res.writeHead(200, { 'x-amz-version-id': 'v1' });
+        res.end('<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult><Location>l</Location><Bucket>b</Bucket><Key>k</Key><ETag>"e&#0;t&#xD800;ag"</ETag></CompleteMultipartUploadResult>');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const bytes = randomBytes(5 * MiB + 1);
+      const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const receipt = await destination('k', { endpoint, partSize: 5 * MiB }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
+      expect(receipt.etag).toBe('e\ufffdt\ufffdag');
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 30_000);
+});

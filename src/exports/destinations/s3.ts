@@ -16,6 +16,7 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { describeNetworkError } from '../../egress/network-error.js';
 import { type EgressDeniedError, type EgressPolicy, isEgressDenied, parseAddress } from '../../egress/policy.js';
 import { unlessAborted } from '../../abortable.js';
+import { storableText } from '../../validation/input-limits.js';
 import { admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
 
 /**
@@ -322,11 +323,12 @@ export class S3Destination implements Destination {
     }
   }
 
+  /** The store's ETag and version id with a NUL or half a surrogate pair (an XML answer may write one as `&#0;`) as U+FFFD: the run's record stores them. */
   private receipt(etag: string | undefined, versionId: string | undefined): PublishReceipt {
     return {
       location: this.location,
-      ...(etag ? { etag: etag.replace(/^"|"$/g, '') } : {}),
-      ...(versionId ? { versionId } : {}),
+      ...(etag ? { etag: storableText(etag.replace(/^"|"$/g, '')) } : {}),
+      ...(versionId ? { versionId: storableText(versionId) } : {}),
     };
   }
 
