@@ -22,8 +22,11 @@ export interface HubProcess {
 
 const running = new Set<HubProcess>();
 
-/** Starts `svc-hub <role>` on `databaseUrl` with `env` (property environment forms) and waits until it is ready. */
-export async function startHubProcess(role: 'all' | 'serve' | 'dispatch', databaseUrl: string, env: Record<string, string> = {}, waitReady = true): Promise<HubProcess> {
+/**
+ * Starts `svc-hub <role>` on `databaseUrl` with `env` (property environment forms) and waits until it is ready.
+ * Without `databaseUrl` the hub runs its embedded PostgreSQL (`SVC_DATA_DIR` in `env`), as a single-node operator runs it.
+ */
+export async function startHubProcess(role: 'all' | 'serve' | 'dispatch', databaseUrl: string | undefined, env: Record<string, string> = {}, waitReady = true): Promise<HubProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, [BIN, role], {
     env: {
@@ -31,7 +34,7 @@ export async function startHubProcess(role: 'all' | 'serve' | 'dispatch', databa
       HOME: process.env.HOME,
       SVC_CONFIG: '/dev/null',
       SVC_LOG_LEVEL: 'info',
-      DATABASE_URL: databaseUrl,
+      ...(databaseUrl === undefined ? {} : { DATABASE_URL: databaseUrl }),
       PORT: String(port),
       SVC_SECRET_MASTER_KEY: MASTER_KEY,
       // The faults are about runs, deliveries and consumers: no sentence-encoder worker embedding the
