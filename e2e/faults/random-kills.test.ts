@@ -40,6 +40,7 @@ import { type HubProcess, killAll, startHubProcess } from './processes.js';
 /** Seeds kept as cases of their own (none found a failure yet). */
 const FIXED: number[] = [];
 const SEED = process.env.SVC_FAULT_SEED ? Number(process.env.SVC_FAULT_SEED) : Math.floor(Math.random() * 2 ** 31);
+if (!Number.isSafeInteger(SEED)) throw new Error(`SVC_FAULT_SEED must be an integer, got '${process.env.SVC_FAULT_SEED}'`);
 
 const ROWS = 1500;
 const SECRET = 'random-kills-signing-secret';
