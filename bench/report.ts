@@ -345,7 +345,7 @@ function exportBench(r: Json): string {
   if (r.sizes[0].idleProcess) {
     // Since 2026-12-06 each size runs in a process of its own (its own hub, PostgreSQL, sshd and S3 stand-in, then the warm-up).
     lines.push(
-      `Each size ran in a process of its own (a fresh hub, PostgreSQL, sshd and S3 stand-in, then the warm-up), so every size's peaks start from the same state; that process, hub started, before its warm-up: ${r.sizes.map((s: Json) => `${n(s.rows)} rows ${idle(s.idleProcess)}`).join('; ')}.`,
+      `Each size ran in a process of its own (a fresh hub, PostgreSQL, sshd and S3 stand-in, then the warm-up), so no size's peaks start from what an earlier size left (V8's heap may still differ: see each run's RSS before and young generation); that process, hub started, before its warm-up: ${r.sizes.map((s: Json) => `${n(s.rows)} rows ${idle(s.idleProcess)}`).join('; ')}.`,
     );
     lines.push('');
   } else if (r.idleProcess) {
