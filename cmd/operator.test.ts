@@ -267,7 +267,8 @@ describe('svc-hub operator', () => {
       expect(steps.list()).toEqual([]);
     } finally {
       await owner.query('drop event trigger hang_login');
-      await owner.query(`select pg_terminate_backend(pid) from pg_stat_activity where ${leaderLogin}`);
+      // Only this file's database: the shared server also runs other files' leaders (dispatch-leader.test.ts's lost its lock to this).
+      await owner.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and ${leaderLogin}`);
       await owner.end();
     }
   });

@@ -329,7 +329,19 @@ describe('embedded PostgreSQL', () => {
         },
         (err: Error) => err.message,
       );
-      await until('the orphan to be asked to stop', shutdownRequested, 30_000);
+      // A start that ended before asking (refused, failed) says why here, not as a time-out.
+      let settled: string | undefined;
+      void starting.then((how) => {
+        settled = how;
+      });
+      await until(
+        'the orphan to be asked to stop',
+        () => {
+          if (settled !== undefined && !shutdownRequested()) throw new Error(`the start ended without asking the orphan to stop: ${settled}`);
+          return shutdownRequested();
+        },
+        30_000,
+      );
       const signalled = performance.now();
       stop.abort(new Error('SIGTERM'));
       let timer: NodeJS.Timeout | undefined;
