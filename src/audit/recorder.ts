@@ -2,6 +2,7 @@ import { deleteInBatches } from '../db/batches.js';
 import type { CommitFollowUp, CommitHook, Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { loggableMessage } from '../observability/database-errors.js';
+import { storableText } from '../validation/input-limits.js';
 
 /** One audited act. `tenantId` 0 is the platform itself (calls that resolved no tenant). */
 export interface AuditEntry {
@@ -43,7 +44,7 @@ function rowOf(e: AuditSubject & Pick<AuditEntry, 'outcome' | 'status' | 'at' | 
 function storable(text: string): string;
 function storable(text: string | undefined): string | undefined;
 function storable(text: string | undefined): string | undefined {
-  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\uFFFD') : text;
+  return text === undefined ? undefined : storableText(text);
 }
 
 function storableSubject(subject: AuditSubject): AuditSubject {

@@ -6,6 +6,7 @@ import { jsonPageSql, type Page, type PageRequest } from '../db/keyset.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError } from '../errors.js';
 import { storableUpstreamMessage } from '../observability/logger.js';
+import { storableText } from '../validation/input-limits.js';
 import type { AttemptOutcome, AttemptRecord, DeliveryKind, DeliveryRecord } from './model.js';
 import { integrationNotFound, parseId } from './integrations.js';
 
@@ -352,10 +353,10 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[]): Promise<Map<nu
  * credentials there: masking them would tell the tenant which of its guesses is one.
  */
 function storableError(text: string | null): string | null {
-  return text === null ? null : storable(storableUpstreamMessage(text));
+  return text === null ? null : storableUpstreamMessage(text);
 }
 
-/** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead. */
+/** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead (storableText). */
 function storable(text: string | null): string | null {
-  return text?.includes('\u0000') ? text.replaceAll('\u0000', '\ufffd') : text;
+  return text === null ? null : storableText(text);
 }
