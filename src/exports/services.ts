@@ -201,6 +201,9 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         db.withTenant(t, async (tx) => {
           const result = await applyExport(tx, manifest, { actor, entity: entityShape, egress: deps.egress });
           await requireScope(tx, caller, result.spec.scope);
+          // Re-applying an export of a scope the caller does not hold would re-point it (or take it
+          // over under another scope): refused as reading, running or deleting it is.
+          if (result.replacedScope !== undefined) await requireScope(tx, caller, result.replacedScope);
           return { name: result.spec.name, id: result.id, created: result.created, warnings: result.warnings };
         }),
       list: (t, caller) =>

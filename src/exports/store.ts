@@ -47,13 +47,16 @@ export async function applyExport(
   tx: Tx,
   manifest: unknown,
   opts: { actor?: string; entity: EntityLookup; egress?: EgressPolicy },
-): Promise<{ id: string; spec: ExportSpec; created: boolean; warnings: Issue[] }> {
+): Promise<{ id: string; spec: ExportSpec; created: boolean; warnings: Issue[]; replacedScope?: string }> {
   const check = checkExportManifest(manifest, { egress: opts.egress });
   const first = check.errors[0];
   if (first || !check.spec) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const spec = check.spec;
   const problem = checkAgainstEntity(spec, await opts.entity(tx, spec.entity))[0];
   if (problem) throw new ValidationError(problem.message, problem.field);
+  // The scope of the export this apply replaces, its row held until the transaction ends: replacing
+  // an export changes (or ends) what it publishes, which needs its scope as a delete does.
+  const replaced = await tx.query<{ scope: string }>('select scope from exports.exports where name = $1 for update', [spec.name]);
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into exports.exports (tenant_id, name, entity, scope, schedule, manifest, spec, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)
@@ -63,7 +66,8 @@ export async function applyExport(
      returning id, (xmax = 0) as created`,
     [spec.name, spec.entity, spec.scope, spec.schedule ?? null, JSON.stringify(manifest), JSON.stringify(spec), opts.actor ?? null],
   );
-  return { id: rows[0]!.id, spec, created: rows[0]!.created, warnings: check.warnings };
+  const replacedScope = replaced.rows[0]?.scope;
+  return { id: rows[0]!.id, spec, created: rows[0]!.created, warnings: check.warnings, ...(replacedScope !== undefined ? { replacedScope } : {}) };
 }
 
 interface ExportRow {

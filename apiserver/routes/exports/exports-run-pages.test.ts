@@ -10,6 +10,7 @@ import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
  * the caller reads while that many follow, and following `Link` meets each of them once. The runs
  * of scopes it does not hold were left out after the page's rows were read: a page came back short
  * or empty with more to come, and a deleted export's first page of only those runs was a 403.
+ * And the apply of a name whose export is of a scope the caller does not hold: a 403, the export as it was.
  */
 
 let hub: TestHub;
@@ -87,5 +88,24 @@ describe('the runs of an export, for a caller holding some of their scopes', () 
     await insertRuns('gone-sales', '00000000-0000-4000-8000-00000000bbbb', ['sales']);
     const refused = await crm.get('/api/exports/gone-sales/runs');
     expect({ status: refused.status, body: refused.body }).toEqual({ status: 403, body: { error: 'scope not granted' } });
+  });
+});
+
+describe('re-applying an export of a scope the caller does not hold', () => {
+  it('is refused 403 scope not granted, as reading or deleting it is: the stored export keeps its scope, entity and destination', async () => {
+    const ledger = { ...ITEM_ENTITY, metadata: { name: 'ledger' }, spec: { ...ITEM_ENTITY.spec, scope: 'sales' } };
+    expect((await api.post('/api/entities/apply', ledger)).status).toBe(201);
+    const sales = itemS3Export('sales-drop', 'https://s3.sales.example');
+    expect((await api.post('/api/exports/apply', { ...sales, spec: { ...sales.spec, scope: 'sales', source: { entity: 'ledger' } } })).status).toBe(201);
+    const before = (await api.get('/api/exports/sales-drop')).body;
+    expect((await crm.del('/api/exports/sales-drop')).status).toBe(403);
+    // The same name under the crm caller's own scope and entity, pointed at its own bucket.
+    const takeover = itemS3Export('sales-drop', 'https://s3.crm.example');
+    const refused = await crm.post('/api/exports/apply', takeover);
+    expect({ status: refused.status, body: refused.body }).toEqual({ status: 403, body: { error: 'scope not granted' } });
+    expect((await api.get('/api/exports/sales-drop')).body).toEqual(before);
+    // An export of the caller's scope is still re-applied by it.
+    expect((await crm.post('/api/exports/apply', itemS3Export('crm-drop', 'https://s3.crm.example'))).status).toBe(201);
+    expect((await crm.post('/api/exports/apply', itemS3Export('crm-drop', 'https://s3.other.example'))).status).toBe(200);
   });
 });

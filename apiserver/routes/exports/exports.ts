@@ -89,7 +89,7 @@ export const exportRoutes: RouteDecl[] = [
   route({
     method: 'POST', path: '/api/exports/apply', operationId: 'applyExport', summary: 'Apply an Export manifest (create or update by name)', tags: ['Exports'],
     auth: ['svc_integrator'],
-    description: 'YAML or JSON. 201 for a new name, 200 for an update. Everything is checked here: unknown keys, types, the entity and its columns, the scope, the cron, file-name tokens, inline credentials; the first error answers 400 naming the field.',
+    description: 'YAML or JSON. 201 for a new name, 200 for an update. Everything is checked here: unknown keys, types, the entity and its columns, the scope, the cron, file-name tokens, inline credentials; the first error answers 400 naming the field. A caller who does not hold `spec.scope`, or the scope of the export of that name it would replace, gets 403 `scope not granted`.',
     bodyTypes: MANIFEST_TYPES, ...manifest,
     responses: applyResponses(appliedSchema({ withId: true }), refused),
     handler: async ({ services, principal, body, ctx }) => {
