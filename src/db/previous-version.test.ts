@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { readWatermark } from '../connectors/store.js';
 import { storeResume } from '../connectors/resume.js';
-import { activeRules } from '../email/rules.js';
+import { activeRules, updateRule } from '../email/rules.js';
+import type { Tx } from './database.js';
 import { MANIFEST_KINDS } from '../manifests/kinds.js';
 import { createManifestServices } from '../manifests/services.js';
 import type { AdminServices } from '../admin/services.js';
@@ -208,6 +209,79 @@ describe('email: the rule enabling of the version before the consumer waited for
     expect(rule).toBeDefined();
     expect(rule!.activeSince.getTime()).toBeLessThanOrEqual(read.readAt.getTime());
   });
+
+  /**
+   * 9b589e47^'s enabling has no lock of its own: its update locks the rule's row, and V7's row
+   * trigger then takes the tenant's rule-writes lock; this version takes that lock before its update
+   * (as every version since 9b589e47 does). This version's enabling of the same rule is paused
+   * before its update (its lock taken) or after it, the earlier version's statement is sent and runs
+   * until it ends or waits on a lock, then this version's goes on. Both must commit.
+   */
+  async function enableBoth(at: 'before update' | 'after update'): Promise<PromiseSettledResult<unknown>[]> {
+    const { rows } = await m.owner.query<{ id: string }>(
+      `insert into email.rules (tenant_id, name, event_types, recipient, subject, body, enabled) values (1, $1, '{deal.*}', 'a@example.com', 's', 'b', false) returning id`,
+      [`both-${at}`],
+    );
+    const id = Number(rows[0]!.id);
+    let paused!: () => void;
+    const reached = new Promise<void>((resolve) => {
+      paused = resolve;
+    });
+    let resume!: () => void;
+    const resumed = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    const pausing = (tx: Tx): Tx => ({
+      ...tx,
+      query: (async (text: string, values?: unknown[]) => {
+        const isUpdate = text.trimStart().startsWith('update email.rules');
+        if (isUpdate && at === 'before update') {
+          paused();
+          await resumed;
+        }
+        const result = await tx.query(text, values);
+        if (isUpdate && at === 'after update') {
+          paused();
+          await resumed;
+        }
+        return result;
+      }) as Tx['query'],
+    });
+    const current = m.db.withTenant(1, (tx) => updateRule(pausing(tx), id, { enabled: true }, 'new pod'));
+    await Promise.race([reached, current]);
+    let oldPid = 0;
+    let oldStatementDone = false;
+    const previous = m.db.withTenant(1, async (tx) => {
+      oldPid = (await tx.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+      await tx.query(ENABLE_9B589E47, [id, true, 'old pod']);
+      oldStatementDone = true;
+    });
+    // The earlier version's statement has ended, or waits on a lock (this version's, or the row's).
+    for (;;) {
+      if (oldStatementDone) break;
+      if (oldPid) {
+        const { rows: waiting } = await m.owner.query('select 1 from pg_stat_activity where pid = $1 and wait_event_type = $2', [oldPid, 'Lock']);
+        if (waiting.length) break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    resume();
+    const settled = await Promise.allSettled([current, previous]);
+    const { rows: after } = await m.owner.query('select enabled from email.rules where id = $1', [id]);
+    expect(after).toEqual([{ enabled: true }]);
+    return settled;
+  }
+
+  it.each(['before update', 'after update'] as const)(
+    'this version\'s enabling and the earlier version\'s of the same rule at once both commit (this version paused %s)',
+    async (at) => {
+      // Was (before update): "deadlock detected" for one of them, this version holding the rule-writes lock
+      // and waiting for the row, the earlier version holding the row and waiting for the lock (in the V7
+      // trigger). Now (V8) the earlier version's statement takes the lock before any row, as this version does.
+      const settled = await enableBoth(at);
+      expect(settled.map((s) => (s.status === 'rejected' ? String(s.reason) : s.status))).toEqual(['fulfilled', 'fulfilled']);
+    },
+  );
 });
 
 describe('manifests: the warnings of an object\'s last change (V3) and the applies of an operator of the version before (V4)', () => {

@@ -215,7 +215,9 @@ export async function updateRule(tx: Tx, id: number, patch: EmailRulePatch, by?:
     if (patch.enabled) sets.push('active_since = case when enabled then active_since else clock_timestamp() end');
   }
   if (!sets.length) return getRule(tx, id);
-  // An enabling takes its time under the lock a consumer's read waits for (lockRuleWrites).
+  // An enabling takes its time under the lock a consumer's read waits for (lockRuleWrites), and takes
+  // it before the update locks the rule's row, as the database's statement trigger does for every
+  // version's update of `enabled` (email V8): the other order could deadlock with another writer.
   if (patch.enabled) await lockRuleWrites(tx);
   set('updated_by', by ?? null);
   try {
