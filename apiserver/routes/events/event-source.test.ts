@@ -5,6 +5,7 @@ import pg from 'pg';
 import { startHub } from '../../../cmd/compose.js';
 import { startTestHub, testConfig, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
+import { startIssuer } from '../../../test/harness/tokens.js';
 
 /**
  * The live stream read by `eventsource`, a maintained implementation of the WHATWG EventSource
@@ -18,8 +19,12 @@ interface Received {
   orgId: number;
 }
 
-/** An EventSource of tenant `tenant` (dev bypass) that records every message and every open. */
-function source(url: string, tenant: string) {
+/**
+ * An EventSource of tenant `tenant` (dev bypass), or sending `headers` (those the client does not
+ * set itself), that records every message and every open.
+ */
+function source(url: string, tenant: string | Record<string, string>) {
+  const extra = typeof tenant === 'string' ? { 'X-Tenant-ID': tenant } : tenant;
   const received: Received[] = [];
   const errors: Array<{ code?: number; message?: string }> = [];
   const sent: Array<string | null> = [];
@@ -28,7 +33,7 @@ function source(url: string, tenant: string) {
     fetch: (input, init) => {
       const headers = new Headers(init?.headers);
       sent.push(headers.get('last-event-id'));
-      headers.set('X-Tenant-ID', tenant);
+      for (const [name, value] of Object.entries(extra)) if (!headers.has(name)) headers.set(name, value);
       return fetch(input, { ...init, headers });
     },
   });
@@ -185,4 +190,46 @@ describe('a hub restarted under a connected EventSource', () => {
       await second?.stop();
     }
   });
+});
+
+describe('a stream the hub ended, at the tenant\'s limit of streams', () => {
+  it('a client that reconnects at once (a fresh token, Last-Event-ID) is served, not refused with a 429 by the place of the stream that ended', async () => {
+    const issuer = await startIssuer();
+    const limited = await startTestHub({
+      'svc.oidc.issuer': issuer.issuer,
+      'svc.events.stream.max-per-tenant': 1,
+      'svc.events.stream.poll-every': '100ms',
+      'svc.events.stream.heartbeat': '300ms',
+    });
+    const token = (expiresIn: number) => issuer.mint({ tenant_id: 1, realm_access: { roles: ['svc_integrator'] } }, { expiresIn, subject: 'stream-at-limit' });
+    const url = `${limited.url}/api/platform/events/stream`;
+    try {
+      for (let round = 0; round < 3; round++) {
+        // Expired 3 s ago: accepted for about 2 s more (the 5 s of clock tolerance), then the hub ends the stream.
+        const first = source(url, { Authorization: `Bearer ${await token(-3)}` });
+        sources.push(first.es);
+        await until('the first stream to open', () => first.opens() === 1, 10_000);
+        const before = await updated(limited, 1, 500 + round);
+        await until('the event before the end', () => first.received.some((e) => e.id === String(before)), 10_000);
+        // Ended by the hub (the token expired): the client reconnects at once, not after the hub's retry.
+        const fresh = await token(300);
+        await until('the hub to end the first stream', () => first.errors.length >= 1, 15_000);
+        first.es.close();
+        const again = source(url, { Authorization: `Bearer ${fresh}`, 'Last-Event-ID': first.received.at(-1)!.id });
+        sources.push(again.es);
+        await until('the reconnection to open or be refused', () => again.opens() === 1 || again.errors.length > 0, 10_000);
+        // Not refused: a 429 here would be the ended stream's place, still counted.
+        expect(again.errors).toEqual([]);
+        const after = await updated(limited, 1, 600 + round);
+        await until('the event after the reconnection', () => again.received.some((e) => e.id === String(after)), 10_000);
+        expect(again.received.map((e) => e.orgId)).toEqual([600 + round]);
+        again.es.close();
+        await until('its place to be free', () => limited.services.stream.placesFor(1) === 0);
+      }
+    } finally {
+      for (const es of sources.splice(0)) es.close();
+      await limited.stop();
+      await issuer.close();
+    }
+  }, 90_000);
 });
