@@ -76,6 +76,30 @@ describe('when a rule receives events', () => {
     }
   });
 
+  it('an event written after the consumer\'s read of the rules, in the same millisecond, is not served by that read: a rule active between the two gets it', async () => {
+    const consumer = new EmailConsumer(t.db, () => mailer, 60_000);
+    // A read of the tenant's rules (no rule matches this event).
+    expect(await consumer.handle(await emit('org.created', { orgId: 40, tenantId: 1, name: 'before' }))).toEqual([]);
+    const readAt = (consumer as unknown as { cache: Map<number, { readAt: Date }> }).cache.get(1)!.readAt;
+    const rule = await t1((tx) => createRule(tx, { name: 'same ms', eventTypes: ['org.updated'], recipient: 'same@acme.example', subject: 'same ms {{payload.orgId}}' }));
+    try {
+      // The rule became active after the read and the event was written after the rule, both in the
+      // read's millisecond: the database keeps microseconds, a JavaScript Date (the read's time as
+      // the consumer keeps it, the event's as the outbox hands it over) milliseconds.
+      const late = await emit('org.updated', { orgId: 41, tenantId: 1 });
+      await t.owner.query(`update email.rules set active_since = $1::timestamptz + interval '999 microseconds' where id = $2`, [readAt, rule.id]);
+      await t.owner.query(`update events.outbox set created_at = $1::timestamptz + interval '999 microseconds' where id = $2`, [readAt, late.id]);
+      const event = await eventOf(late.id);
+      expect(event.createdAt.getTime()).toBe(readAt.getTime());
+      // Was: [] (the event taken as written before the read, which had no such rule).
+      expect(await consumer.handle(event)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      await smtp.waitFor(1);
+      expect(subjects()).toEqual(['same ms 41']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+
   /** Makes (or enables) the rule in a transaction that stays open, its write done, until `release`. */
   const writes: Record<string, (tx: Tx, name: string) => Promise<number>> = {
     create: async (tx, name) => (await createRule(tx, { name, eventTypes: ['org.moved'], recipient: 'slow@acme.example', subject: `${name} {{payload.orgId}}` })).id,

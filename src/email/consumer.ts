@@ -237,7 +237,9 @@ export class EmailConsumer {
    */
   private async rulesFor(event: OutboxEvent): Promise<ActiveRule[]> {
     const cached = this.cache.get(event.tenantId);
-    if (cached && event.createdAt.getTime() <= cached.readAt.getTime() && performance.now() - cached.fetched < this.maxAgeMs) return cached.rules;
+    // Strictly before: both times are the database's cut to milliseconds (a Date), and an event of
+    // the read's own millisecond may have been written after it (a rule active in between missing).
+    if (cached && event.createdAt.getTime() < cached.readAt.getTime() && performance.now() - cached.fetched < this.maxAgeMs) return cached.rules;
     const fetched = performance.now();
     const { rules, readAt } = await this.db.withTenant(event.tenantId, async (tx) => {
       const read = await activeRules(tx, { awaitWrites: true });
