@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { deferred } from '../../test/harness/deferred.js';
 import { readWatermark } from '../connectors/store.js';
 import { storeResume } from '../connectors/resume.js';
 import { activeRules, updateRule } from '../email/rules.js';
@@ -223,32 +224,25 @@ describe('email: the rule enabling of the version before the consumer waited for
       [`both-${at}`],
     );
     const id = Number(rows[0]!.id);
-    let paused!: () => void;
-    const reached = new Promise<void>((resolve) => {
-      paused = resolve;
-    });
-    let resume!: () => void;
-    const resumed = new Promise<void>((resolve) => {
-      resume = resolve;
-    });
+    const [reached, resumed] = [deferred(), deferred()];
     const pausing = (tx: Tx): Tx => ({
       ...tx,
       query: (async (text: string, values?: unknown[]) => {
         const isUpdate = text.trimStart().startsWith('update email.rules');
         if (isUpdate && at === 'before update') {
-          paused();
-          await resumed;
+          reached.resolve();
+          await resumed.promise;
         }
         const result = await tx.query(text, values);
         if (isUpdate && at === 'after update') {
-          paused();
-          await resumed;
+          reached.resolve();
+          await resumed.promise;
         }
         return result;
       }) as Tx['query'],
     });
     const current = m.db.withTenant(1, (tx) => updateRule(pausing(tx), id, { enabled: true }, 'new pod'));
-    await Promise.race([reached, current]);
+    await Promise.race([reached.promise, current]);
     let oldPid = 0;
     let oldStatementDone = false;
     const previous = m.db.withTenant(1, async (tx) => {
@@ -265,7 +259,7 @@ describe('email: the rule enabling of the version before the consumer waited for
       }
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    resume();
+    resumed.resolve();
     const settled = await Promise.allSettled([current, previous]);
     const { rows: after } = await m.owner.query('select enabled from email.rules where id = $1', [id]);
     expect(after).toEqual([{ enabled: true }]);
