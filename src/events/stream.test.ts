@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { deferred } from '../../test/harness/deferred.js';
 import { until } from '../../test/harness/until.js';
 import type { Database } from '../db/database.js';
 import { loadCatalog } from './catalog.js';
@@ -190,6 +191,44 @@ describe('live stream bounds', () => {
       expect(sub.live).toBe(true);
       expect(delivered).toEqual([...backlog, ...live]);
     } finally {
+      await own.stop();
+    }
+  }, 120_000);
+
+  it('the first subscriber of a process gets the events written after its read of the head, though the poller\'s own read of the head ended first', async () => {
+    // The subscriber's read of the head runs first; its answer is held until the poller (polling
+    // meanwhile, its position unset as nobody listened before) has read a later head and taken it.
+    let calls = 0;
+    const [headRead, answer] = [deferred(), deferred()];
+    const held = Object.create(db) as Database;
+    held.crossTenant = async (job, fn) => {
+      const n = ++calls;
+      const result = await db.crossTenant(job, fn);
+      if (n === 1) {
+        headRead.resolve();
+        await answer.promise;
+      }
+      return result;
+    };
+    const own = new LiveStream(held, { pollEvery: 20, batch: 100 });
+    own.start();
+    const delivered: number[] = [];
+    try {
+      const subscribing = own.subscribe({ tenantId: 301, topics: [], deliver: (event) => delivered.push(event.payload.orgId as number) > 0 });
+      await headRead.promise;
+      // Written after the subscriber's read of the head.
+      const written = await emit(13_001);
+      const polled = () => (own as unknown as { position?: { id: number } }).position?.id ?? 0;
+      await until('the poller to read a head past the event', () => polled() >= written, { timeoutMs: 45_000 });
+      answer.resolve();
+      await subscribing;
+      const marker = await emit(13_002);
+      await until('the marker', () => delivered.includes(13_002), { timeoutMs: 45_000, detail: () => delivered.join(',') });
+      // Was: [13002] (the subscription started at the poller's head, past the event).
+      expect(delivered).toEqual([13_001, 13_002]);
+      expect(marker).toBeGreaterThan(written);
+    } finally {
+      answer.resolve();
       await own.stop();
     }
   }, 120_000);

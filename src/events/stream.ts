@@ -212,8 +212,14 @@ class Subscription {
     return 'live';
   }
 
+  /**
+   * Live from the start (no resume): the poller is at this subscription's position, so nothing it
+   * queued meanwhile is after it.
+   */
   goLive(): void {
     this.live = true;
+    this.pending = [];
+    this.pendingBytes = 0;
   }
 
   end(reason: string): void {
@@ -326,29 +332,19 @@ export class LiveStream {
     }
     this.subscribers.add(sub);
     try {
-      const head = await this.currentPosition();
+      const head = await this.startingHead();
       if (options.afterId === undefined) {
         sub.position = head;
-        sub.goLive();
-        return sub;
-      }
-      const from = await this.db.crossTenant('event-stream', async (tx) => {
-        const found = await positionOf((t, v) => tx.query(t, v), options.afterId!);
-        if (found) {
-          // An event not readable yet (a transaction older than its own is still open): the client
-          // learnt its id elsewhere (an inbox entry). Resuming after it would pass over the events of
-          // that older transaction for good, so the resume starts at the readable head instead: the
-          // event itself, and what follows it, come again (at least once, never lost).
-          const { rows } = await tx.query<{ readable: boolean }>('select $1::xid8 < pg_snapshot_xmin(pg_current_snapshot()) as readable', [found.txid]);
-          return rows[0]?.readable ? found : headPosition((t) => tx.query(t));
+        // The poller is at that head: it delivers every later event. It is past it when its own
+        // first read of the head ended before this one's (nobody listened before): the events
+        // between are read from the table first, as a resume's are.
+        if (!this.position || !after(this.position, head)) {
+          sub.goLive();
+          return sub;
         }
-        // Above every id the outbox holds (a client of another database, a typo): nothing after it
-        // exists yet, so it starts at the head instead of replaying the whole retention.
-        const { rows } = await tx.query<{ newer: boolean }>('select exists (select 1 from events.outbox where id > $1) as newer', [options.afterId]);
-        return rows[0]?.newer ? undefined : head;
-      });
-      // An id that is gone (purged) resumes from the oldest event still kept.
-      sub.position = from ?? { txid: '0', id: options.afterId };
+      } else {
+        sub.position = await this.resumePosition(options.afterId, head);
+      }
     } catch (err) {
       sub.close();
       throw err;
@@ -359,6 +355,27 @@ export class LiveStream {
       sub.end('the outbox could not be read');
     });
     return sub;
+  }
+
+  /** Where a resume after `afterId` starts (`head`: where one with nothing after it starts). */
+  private async resumePosition(afterId: number, head: Position): Promise<Position> {
+    const from = await this.db.crossTenant('event-stream', async (tx) => {
+      const found = await positionOf((t, v) => tx.query(t, v), afterId);
+      if (found) {
+        // An event not readable yet (a transaction older than its own is still open): the client
+        // learnt its id elsewhere (an inbox entry). Resuming after it would pass over the events of
+        // that older transaction for good, so the resume starts at the readable head instead: the
+        // event itself, and what follows it, come again (at least once, never lost).
+        const { rows } = await tx.query<{ readable: boolean }>('select $1::xid8 < pg_snapshot_xmin(pg_current_snapshot()) as readable', [found.txid]);
+        return rows[0]?.readable ? found : headPosition((t) => tx.query(t));
+      }
+      // Above every id the outbox holds (a client of another database, a typo): nothing after it
+      // exists yet, so it starts at the head instead of replaying the whole retention.
+      const { rows } = await tx.query<{ newer: boolean }>('select exists (select 1 from events.outbox where id > $1) as newer', [afterId]);
+      return rows[0]?.newer ? undefined : head;
+    });
+    // An id that is gone (purged) resumes from the oldest event still kept.
+    return from ?? { txid: '0', id: afterId };
   }
 
   remove(sub: Subscription): void {
@@ -383,12 +400,24 @@ export class LiveStream {
     }
   }
 
+  /** The poller's position; without one (nobody listened), the readable head becomes it. */
   private async currentPosition(): Promise<Position> {
-    if (!this.position) {
-      const head = await this.db.crossTenant('event-stream', (tx) => headPosition((t) => tx.query(t)));
-      this.position ??= head;
-    }
-    return this.position;
+    return this.position ?? (await this.readHead()).current;
+  }
+
+  /**
+   * Where a new subscription starts: the poller's position, or without one the readable head as this
+   * call read it, which may be before the poller's when the poller's own read ended first.
+   */
+  private async startingHead(): Promise<Position> {
+    return this.position ?? (await this.readHead()).read;
+  }
+
+  /** Reads the readable head; it becomes the poller's position unless another read set one meanwhile. */
+  private async readHead(): Promise<{ read: Position; current: Position }> {
+    const read = await this.db.crossTenant('event-stream', (tx) => headPosition((t) => tx.query(t)));
+    this.position ??= read;
+    return { read, current: this.position };
   }
 
   private async poll(): Promise<void> {
