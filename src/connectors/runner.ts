@@ -1,5 +1,5 @@
 import type { Database, Tx } from '../db/database.js';
-import { dataErrorCode, describeDataError } from '../db/data-errors.js';
+import { dataErrorCode, describeDataError, END_NOT_STORED } from '../db/data-errors.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
 import type { Subscribers } from '../events/subscribers.js';
@@ -130,8 +130,6 @@ class DeadLetterCapError extends Error {
 
 /** The longest wait between two tries of writing a run's end while the database is unavailable. */
 const END_RETRY_MAX_MS = 2_000;
-/** How a run's error message begins when its end was refused for a value it holds (untilWritten). */
-export const END_NOT_STORED = "the run's end could not be stored";
 
 /** Chunks of one run written at once, each in its own transaction (see execute). */
 const WRITES_IN_FLIGHT = 3;

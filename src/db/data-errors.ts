@@ -4,6 +4,9 @@
  * an outage (unavailable.ts), trying the same statement again fails the same way.
  */
 
+/** How the reason of a run (connector or export) begins when its end was refused for a value it holds. */
+export const END_NOT_STORED = "the run's end could not be stored";
+
 /** The condition names of classes 22 and 23 (PostgreSQL's appendix "Error Codes"). */
 const CONDITIONS: Readonly<Record<string, string>> = {
   '22000': 'data_exception',

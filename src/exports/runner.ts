@@ -6,6 +6,7 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { entityRelation, EntityDefinitionError } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import { ConflictError } from '../errors.js';
+import { dataErrorCode, describeDataError, END_NOT_STORED } from '../db/data-errors.js';
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { runForTenant } from '../observability/context.js';
 import { loggableMessage } from '../observability/database-errors.js';
@@ -77,6 +78,26 @@ type RunOutcome = Failure | { receipt: Receipt };
 async function record(tx: Tx, runId: string, outcome: RunOutcome): Promise<void> {
   if ('receipt' in outcome) await completeRun(tx, runId, outcome.receipt);
   else await failRun(tx, runId, outcome.code, outcome.reason, outcome.origin);
+}
+
+/**
+ * The end to write instead of `outcome`, which PostgreSQL refused for a value it holds (SQLSTATE
+ * `sqlState`, class 22 or 23: the same statement would be refused again); undefined when nothing is
+ * left to leave out. A published file stays Completed as long as its receipt can be stored: first
+ * without the ETag and version id (the only texts of the receipt the destination chose); the run's
+ * rows, bytes, digest and location are the hub's own. Else the run ends Failed `record`, with a
+ * reason quoting nothing of what was refused, and saying so when the file was published (a retry then
+ * meets a collision) or which failure it had.
+ */
+function storableEnd(outcome: RunOutcome, sqlState: string): RunOutcome | undefined {
+  const refused = `${END_NOT_STORED}: ${describeDataError(sqlState)}`;
+  if ('receipt' in outcome) {
+    const { etag, versionId, ...kept } = outcome.receipt;
+    if (etag !== undefined || versionId !== undefined) return { receipt: kept };
+    return { code: 'record', reason: `${refused}; its file was published at the destination, so a retry ends in collision`, origin: 'hub' };
+  }
+  if (outcome.code === 'record') return undefined;
+  return { code: 'record', reason: `${refused}; the run had failed ${outcome.code}`, origin: 'hub' };
 }
 
 /** Why a run stops when its record says it has ended (only logged: the record keeps its own reason). */
@@ -386,14 +407,14 @@ export class ExportRunner {
     const fenced = fence?.holding ? await fence.end(outcome) : undefined;
     const final =
       fenced ??
-      (await this.untilRecorded(run, () =>
+      (await this.untilRecorded(run, outcome, (ending) =>
         db.withTenant(tenantId, async (tx) => {
           // The fence's connection lost while the file was published (its lock went with it): the sweep
           // may have failed the run meanwhile; a receipt corrects such a record (see completeRun).
-          if ('receipt' in outcome && fence?.holding && (await wasSwept(tx, run.id))) {
+          if ('receipt' in ending && fence?.holding && (await wasSwept(tx, run.id))) {
             logger().warn({ runId: run.id, export: run.exportName }, 'export run published its file after the sweep had failed it as interrupted (its lock was lost with its connection); its record now says Completed');
           }
-          await record(tx, run.id, outcome);
+          await record(tx, run.id, ending);
           return (await runById(tx, run.id))!;
         }),
       ));
@@ -402,20 +423,34 @@ export class ExportRunner {
   }
 
   /**
-   * `write`, which records a run's end, tried again once a second while the database cannot be
-   * reached (stopped, restarting, no connection to be had): a run that failed because the database
-   * went away (its snapshot cut) or published meanwhile has its end recorded once it is back. A
-   * stopping hub gives up at the next failure: the run is left Running, and the interrupted-run sweep
-   * fails it. Recording twice is harmless (a run's end is written only over a Running record, or a
-   * receipt over the sweep's `interrupted`).
+   * `write`, which records a run's end (`outcome`), tried again once a second while the database
+   * cannot be reached (stopped, restarting, no connection to be had): a run that failed because the
+   * database went away (its snapshot cut) or published meanwhile has its end recorded once it is
+   * back. A stopping hub gives up at the next failure: the run is left Running, and the
+   * interrupted-run sweep fails it. Recording twice is harmless (a run's end is written only over a
+   * Running record, or a receipt over the sweep's `interrupted`). An end PostgreSQL refuses for a
+   * value it holds (SQLSTATE class 22 or 23), which the same statement would meet again, is written
+   * as `storableEnd` has it instead, down to the last end that holds no value of its own (then left
+   * to the sweep should that be refused too).
    */
-  private async untilRecorded<T>(run: ExportRun, write: () => Promise<T>): Promise<T> {
-    for (let warned = false; ; warned = true) {
+  private async untilRecorded<T>(run: ExportRun, outcome: RunOutcome, write: (outcome: RunOutcome) => Promise<T>): Promise<T> {
+    for (let warned = false; ; ) {
       try {
-        return await write();
+        return await write(outcome);
       } catch (err) {
+        const sqlState = dataErrorCode(err);
+        const instead = sqlState === undefined ? undefined : storableEnd(outcome, sqlState);
+        if (instead) {
+          logger().error(
+            { runId: run.id, export: run.exportName, sqlstate: sqlState, ended: 'receipt' in outcome ? 'Completed' : outcome.code },
+            `export run ${run.id}: its end was refused (${describeDataError(sqlState!)}); it is written again ${'receipt' in instead ? 'Completed without the ETag and version id the destination answered' : `as Failed ${instead.code}`}`,
+          );
+          outcome = instead;
+          continue;
+        }
         if (!isDatabaseUnavailable(err) || this.closed) throw err;
         if (!warned) logger().warn({ runId: run.id, export: run.exportName, err: loggableMessage(err) }, 'export run: its end could not be recorded (the database is unavailable); trying again every second');
+        warned = true;
         await new Promise((resolve) => setTimeout(resolve, 1_000));
       }
     }

@@ -49,7 +49,7 @@ export interface ExportSpec {
   schedule?: string;
 }
 
-export const FAILURE_CODES = ['definition', 'generation', 'publication', 'collision', 'interrupted'] as const;
+export const FAILURE_CODES = ['definition', 'generation', 'publication', 'collision', 'interrupted', 'record'] as const;
 export type FailureCode = (typeof FAILURE_CODES)[number];
 
 /** Defaults of spec 3. */
