@@ -618,4 +618,44 @@ describe('S3Destination against an S3-compatible server of the tenant', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   }, 30_000);
+
+  it('a committing request whose answer comes a byte at a time: publication once commitAnswerMs have passed, saying the file may have been published; an answer slow but whole within it publishes', async () => {
+    // Answers the HEAD 404; each PutObject with its headers at once, then a space every 200 ms, for ever (`trickle`) or until 600 ms have passed, then its end.
+    let trickle = true;
+    const server = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.method === 'HEAD') return void res.writeHead(404).end();
+        res.writeHead(200, { etag: '"e"', 'content-length': '1000' });
+        let sent = 0;
+        const timer = setInterval(() => {
+          if (!trickle && sent >= 3) {
+            clearInterval(timer);
+            return void res.end(' '.repeat(1000 - sent));
+          }
+          sent++;
+          res.write(' ');
+        }, 200);
+        res.on('close', () => clearInterval(timer));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const started = Date.now();
+      const err = (await failure(destination('k', { endpoint, requestTimeoutMs: 1_000, commitAnswerMs: 2_000 }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.reason).toBe(
+        `the answer to the request publishing s3://${BUCKET}/k did not come whole from ${endpoint} within 2 s (the request sent once; the connection was cut): the file may have been published. Retry it: a collision on retry means it was`,
+      );
+      // Cut at the bound (a few turns of the SDK after it), not held by a body that never ends.
+      expect(Date.now() - started).toBeLessThan(2_000 + 3_000);
+
+      trickle = false;
+      const receipt = await destination('k', { endpoint, requestTimeoutMs: 1_000, commitAnswerMs: 5_000 }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' });
+      expect(receipt).toEqual({ location: `s3://${BUCKET}/k`, etag: 'e' });
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 30_000);
 });

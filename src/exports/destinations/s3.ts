@@ -47,11 +47,21 @@ export interface S3DestinationOptions {
   cleanupMs?: number;
   /** A request (one PUT, one part, one HEAD) not answered within this long fails (default 120 s). */
   requestTimeoutMs?: number;
+  /** The committing request's whole answer, its body included, must have come within this long of its sending (default COMMIT_ANSWER_MS). */
+  commitAnswerMs?: number;
   /** Content-Type of the object (default `text/csv; charset=utf-8`). */
   contentType?: string;
 }
 
 export const DEFAULT_PART_SIZE = 8 * 1024 * 1024;
+/**
+ * How long the committing request (PutObject, CompleteMultipartUpload) may take, its answer read
+ * whole. requestTimeout ends at the answer's headers: a store that sends them and then its body a
+ * byte at a time (S3 sends spaces while it assembles a large multipart object, "several minutes"; a
+ * broken or hostile store may never stop) would otherwise hold the run for ever, as nothing else
+ * cuts a publication once it is committing (no stop, no time limit).
+ */
+export const COMMIT_ANSWER_MS = 15 * 60_000;
 const MIN_PART_SIZE = 5 * 1024 * 1024;
 const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
 const MAX_PARTS = 10_000;
@@ -169,6 +179,7 @@ export class S3Destination implements Destination {
       if (!first.more) {
         const digest = opts.digest();
         await admitCommit(opts);
+        const commit = this.commitSignal(signal);
         const out = await commitClient.send(
           new PutObjectCommand({
             Bucket: this.options.bucket,
@@ -179,8 +190,8 @@ export class S3Destination implements Destination {
             IfNoneMatch: '*',
             Metadata: { 'svc-sha256': digest },
           }),
-          signal ? { abortSignal: signal } : {},
-        ).catch((err: unknown) => this.commitFailed(err));
+          { abortSignal: commit.signal },
+        ).catch((err: unknown) => this.commitFailed(err, commit.late()));
         return this.receipt(out.ETag, out.VersionId);
       }
       const created = await client.send(
@@ -211,6 +222,7 @@ export class S3Destination implements Destination {
       await sending.done;
       await admitCommit(opts);
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
+      const commit = this.commitSignal(signal);
       const out = await commitClient.send(
         new CompleteMultipartUploadCommand({
           Bucket: this.options.bucket,
@@ -219,8 +231,8 @@ export class S3Destination implements Destination {
           MultipartUpload: { Parts: parts },
           IfNoneMatch: '*',
         }),
-        signal ? { abortSignal: signal } : {},
-      ).catch((err: unknown) => this.commitFailed(err));
+        { abortSignal: commit.signal },
+      ).catch((err: unknown) => this.commitFailed(err, commit.late()));
       uploadId = undefined;
       return this.receipt(out.ETag, out.VersionId);
     } catch (err) {
@@ -238,18 +250,29 @@ export class S3Destination implements Destination {
   /**
    * The committing request failed: when it may have reached S3 and only its answer is missing (no
    * answer within requestTimeout, the connection reset or closed once it was sent), S3 may have
-   * stored the object, and the reason says so (as the SFTP rename's does); otherwise as any failure.
+   * stored the object, and the reason says so (as the SFTP rename's does); so too when its answer
+   * did not come whole within COMMIT_ANSWER_MS (`late`); otherwise as any failure.
    */
-  private commitFailed(err: unknown): never {
+  private commitFailed(err: unknown, late: boolean): never {
     const e = (err ?? {}) as S3Failure;
     const code = systemCode(err);
     const sent =
       (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) || code === 'ECONNRESET' || code === 'EPIPE' || e.message === 'socket hang up';
-    if (e.$metadata?.httpStatusCode !== undefined || !sent) throw err;
-    throw new PublishError(
-      'publication',
-      `the answer to the request publishing ${this.location} did not come from ${this.endpointName} (${this.networkDetail(err)}): the file may have been published. Retry it: a collision on retry means it was`,
-    );
+    const missing = late
+      ? `did not come whole from ${this.endpointName} within ${this.commitAnswerMs / 1000} s (the request sent once; the connection was cut)`
+      : `did not come from ${this.endpointName} (${this.networkDetail(err)})`;
+    if (!late && (e.$metadata?.httpStatusCode !== undefined || !sent)) throw err;
+    throw new PublishError('publication', `the answer to the request publishing ${this.location} ${missing}: the file may have been published. Retry it: a collision on retry means it was`);
+  }
+
+  /** The committing request's signal: the caller's, and the end of COMMIT_ANSWER_MS (`late` then true). */
+  private commitSignal(signal: AbortSignal | undefined): { signal: AbortSignal; late: () => boolean } {
+    const deadline = AbortSignal.timeout(this.commitAnswerMs);
+    return { signal: signal ? AbortSignal.any([signal, deadline]) : deadline, late: () => deadline.aborted && !signal?.aborted };
+  }
+
+  private get commitAnswerMs(): number {
+    return this.options.commitAnswerMs ?? COMMIT_ANSWER_MS;
   }
 
   /** An endpoint given as an IP literal is connected to without a name lookup: check it here. */
