@@ -658,4 +658,49 @@ describe('S3Destination against an S3-compatible server of the tenant', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   }, 30_000);
+
+  it('an answer longer than MAX_ANSWER_BYTES is not read further: to the committing request, publication saying the file may have been published; an error answer, publication naming its status', async () => {
+    // Answers the HEAD 404, and the PutObject `status` with a body of 256 MiB of spaces, sent as fast as it is read.
+    const TOTAL = 256 * MiB;
+    let status = 200;
+    const answers: Array<{ whole: boolean; closed: boolean }> = [];
+    const server = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.method === 'HEAD') return void res.writeHead(404).end();
+        res.writeHead(status, { etag: '"e"', 'content-type': 'application/xml', 'content-length': String(TOTAL) });
+        const answer = { whole: false, closed: false };
+        answers.push(answer);
+        const chunk = Buffer.alloc(MiB, 0x20);
+        let written = 0;
+        const pump = () => {
+          while (written < TOTAL && !res.destroyed) {
+            written += chunk.length;
+            if (!res.write(chunk)) return void res.once('drain', pump);
+          }
+          res.end();
+        };
+        res.on('finish', () => (answer.whole = true));
+        res.on('close', () => (answer.closed = true));
+        pump();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const published = (await failure(destination('k', { endpoint }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+      expect(published).toBeInstanceOf(PublishError);
+      expect(published.reason).toBe(
+        `the answer to the request publishing s3://${BUCKET}/k from ${endpoint} (HTTP 200) was longer than 1 MiB, which no S3 answer is, and was not read further: the file may have been published. Retry it: a collision on retry means it was`,
+      );
+      status = 500;
+      const refused = (await failure(destination('k', { endpoint }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+      expect(refused.reason).toBe(`${endpoint} answered HTTP 500 with more than 1 MiB while publishing s3://${BUCKET}/k: no S3 answer is that long, and it was not read further`);
+      // Neither answer was read to its end (the connection cut), let alone held whole in memory.
+      await until('both answers closed', () => answers.length === 2 && answers.every((a) => a.closed));
+      expect(answers.map((a) => a.whole)).toEqual([false, false]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 30_000);
 });

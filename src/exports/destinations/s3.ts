@@ -62,6 +62,37 @@ export const DEFAULT_PART_SIZE = 8 * 1024 * 1024;
  * cuts a publication once it is committing (no stop, no time limit).
  */
 export const COMMIT_ANSWER_MS = 15 * 60_000;
+/**
+ * The longest answer body read (the SDK reads each whole into memory before parsing it): S3's
+ * answers to the requests of a publication are XML of a few kilobytes at most (the spaces S3 sends
+ * while it completes a multipart upload included). A store sending more (gigabytes, as fast as it
+ * can) would otherwise fill the hub's memory.
+ */
+export const MAX_ANSWER_BYTES = 1024 * 1024;
+
+/** An answer body longer than MAX_ANSWER_BYTES, cut there; `status`: the answer's HTTP status. */
+class AnswerTooLong extends Error {
+  constructor(readonly status: number | undefined) {
+    super(`the answer is longer than ${MAX_ANSWER_BYTES} bytes`);
+    this.name = 'AnswerTooLong';
+  }
+}
+
+/** The SDK's collector of an answer body, which refuses (and stops reading) one longer than MAX_ANSWER_BYTES. */
+function boundedAnswer(stream: Readable & { statusCode?: number }): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let length = 0;
+    stream.on('data', (chunk: Buffer) => {
+      length += chunk.length;
+      if (length <= MAX_ANSWER_BYTES) return void chunks.push(chunk);
+      stream.destroy();
+      reject(new AnswerTooLong(stream.statusCode));
+    });
+    stream.once('end', () => resolve(Buffer.concat(chunks, length)));
+    stream.once('error', reject);
+  });
+}
 const MIN_PART_SIZE = 5 * 1024 * 1024;
 const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
 const MAX_PARTS = 10_000;
@@ -160,6 +191,7 @@ export class S3Destination implements Destination {
       credentials: { accessKeyId: this.options.accessKeyId, secretAccessKey: this.options.secretAccessKey },
       requestChecksumCalculation: 'WHEN_REQUIRED' as const,
       responseChecksumValidation: 'WHEN_REQUIRED' as const,
+      streamCollector: boundedAnswer,
     };
     const client = new S3Client({ ...config, requestHandler: handler(true) });
     // The committing request is sent once: were a lost answer retried, the retry would meet our own
@@ -258,10 +290,14 @@ export class S3Destination implements Destination {
     const code = systemCode(err);
     const sent =
       (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) || code === 'ECONNRESET' || code === 'EPIPE' || e.message === 'socket hang up';
+    // A success whose answer is too long to read: S3 took the object, as far as can be told.
+    const tooLong = err instanceof AnswerTooLong && err.status !== undefined && err.status < 300;
     const missing = late
       ? `did not come whole from ${this.endpointName} within ${this.commitAnswerMs / 1000} s (the request sent once; the connection was cut)`
-      : `did not come from ${this.endpointName} (${this.networkDetail(err)})`;
-    if (!late && (e.$metadata?.httpStatusCode !== undefined || !sent)) throw err;
+      : tooLong
+        ? `from ${this.endpointName} (HTTP ${(err as AnswerTooLong).status}) was longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, which no S3 answer is, and was not read further`
+        : `did not come from ${this.endpointName} (${this.networkDetail(err)})`;
+    if (!late && !tooLong && (e.$metadata?.httpStatusCode !== undefined || !sent)) throw err;
     throw new PublishError('publication', `the answer to the request publishing ${this.location} ${missing}: the file may have been published. Retry it: a collision on retry means it was`);
   }
 
@@ -360,9 +396,12 @@ export class S3Destination implements Destination {
     if (err instanceof PublishError) return err;
     if (isEgressDenied(err)) return new PublishError('publication', `S3 endpoint not contacted: ${findEgressError(err).message}`);
     const e = (err ?? {}) as S3Failure;
-    const status = e.$metadata?.httpStatusCode;
-    const code = typeof e.Code === 'string' ? e.Code : typeof e.name === 'string' ? e.name : undefined;
+    const status = e.$metadata?.httpStatusCode ?? (err instanceof AnswerTooLong ? err.status : undefined);
     const where = this.location;
+    if (err instanceof AnswerTooLong && status !== 412) {
+      return new PublishError('publication', `${this.endpointName} answered HTTP ${status ?? '(unknown status)'} with more than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB while publishing ${where}: no S3 answer is that long, and it was not read further`);
+    }
+    const code = err instanceof AnswerTooLong ? undefined : typeof e.Code === 'string' ? e.Code : typeof e.name === 'string' ? e.name : undefined;
     if (code === 'PreconditionFailed' || status === 412 || code === 'ConditionalRequestConflict') {
       return new PublishError('collision', `${where} already exists (S3 ${code ?? status} to the conditional write); it was left untouched`);
     }
