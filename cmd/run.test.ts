@@ -3,6 +3,7 @@ import pg from 'pg';
 import { latestSlot } from '../src/connectors/schedule.js';
 import { startDemoSource } from '../src/demo-source/server.js';
 import { captureLogs } from '../test/harness/log-capture.js';
+import { until } from '../test/harness/until.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { parseRunArgs, runCommand } from './run.js';
 
@@ -217,6 +218,8 @@ describe('svc-hub run export', () => {
     expect((await call('/api/exports/apply', exportOf('once', 'once.csv'))).status).toBe(201);
     expect((await call('/api/exports/apply', exportOf('cron', 'cron-${timestamp}.csv', '* * * * *'))).status).toBe(201);
     // biome-ignore lint/suspicious/noTemplateCurlyInString: the export's own file-name token
+    expect((await call('/api/exports/apply', exportOf('busy', 'busy-${timestamp}.csv', '* * * * *'))).status).toBe(201);
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: the export's own file-name token
     expect((await call('/api/exports/apply', exportOf('yearly', 'yearly-${timestamp}.csv', '0 0 1 1 *'))).status).toBe(201);
   });
 
@@ -237,10 +240,53 @@ describe('svc-hub run export', () => {
   it('--scheduled runs the latest due slot once, its file named for the slot', async () => {
     const runs = await Promise.all([1, 2].map(() => cli(['export', 'cron', '--tenant', 'default', '--scheduled'])));
     const started = runs.filter((r) => r.lines[0]?.startsWith('export cron Completed'));
-    const skipped = runs.filter((r) => /^slot \S+ (already ran|waits: a run is in flight): skipped$/.test(r.lines[0] ?? ''));
+    // The second may find the first's run in flight: it waits for it, then finds the slot ran.
+    const skipped = runs.filter((r) => /^slot \S+ already ran: skipped$/.test(r.lines.at(-1) ?? ''));
     expect(started.length + skipped.length).toBe(2);
     expect(started.length).toBeGreaterThanOrEqual(1);
     expect(started[0]!.lines[0]).toMatch(/location=s3:\/\/drops\/cron-\d{8}T\d{4}00Z\.csv$/);
+  });
+
+  it('--scheduled: a slot that finds a run of the export in flight (a manual run of another process) waits for it to end, then runs; a stop ends the wait', async () => {
+    const owner = new pg.Client({ connectionString: hub.ownerUrl });
+    await owner.connect();
+    // A run of export `busy` as another process records one it runs (its heartbeat fresh).
+    const inFlight = async () =>
+      (
+        await owner.query<{ id: string }>(
+          `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time)
+           select 1, id, name, entity, scope, 's3', 'Running', 'manual', now() from exports.exports where name = 'busy' returning id`,
+        )
+      ).rows[0]!.id;
+    const end = (id: string) => owner.query("update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = 'test' where id = $1", [id]);
+    try {
+      let manual = await inFlight();
+      const lines: string[] = [];
+      const done = runCommand(hub.config, ['export', 'busy', '--tenant', 'default', '--scheduled'], (line) => lines.push(line));
+      await until('the slot waits', () => lines.length > 0);
+      expect(lines[0]).toMatch(/^slot \S+ waits: a run is in flight; it runs once that run has ended$/);
+      await end(manual);
+      expect(await done).toBe(0);
+      expect(lines[1]).toMatch(/^export busy Completed run=\S+ attempt=1 rows=300 .*location=s3:\/\/drops\/busy-\d{8}T\d{4}00Z\.csv$/);
+      const { rows } = await owner.query("select trigger, slot is not null as slotted, status from exports.runs where export_name = 'busy' and trigger = 'scheduled'");
+      expect(rows).toEqual([{ trigger: 'scheduled', slotted: true, status: 'Completed' }]);
+
+      // Waiting, the job's pod deleted (SIGTERM): no run, exit 1.
+      manual = await inFlight();
+      await owner.query("delete from exports.runs where export_name = 'busy' and trigger = 'scheduled'");
+      const stop = new AbortController();
+      const stopped: string[] = [];
+      const waiting = runCommand(hub.config, ['export', 'busy', '--tenant', 'default', '--scheduled'], (line) => stopped.push(line), stop.signal);
+      await until('the slot waits', () => stopped.length > 0);
+      stop.abort();
+      expect(await waiting).toBe(1);
+      expect(stopped).toContainEqual(expect.stringMatching(/^stopped while slot \S+ waited for the run in flight: not run$/));
+      await end(manual);
+      expect((await owner.query("select 1 from exports.runs where export_name = 'busy' and trigger = 'scheduled'")).rows).toEqual([]);
+    } finally {
+      await owner.query("update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = 'test' where export_name = 'busy' and status = 'Running'");
+      await owner.end();
+    }
   });
 
   it('--scheduled: a slot that fell due more than a minute before the last apply is not due; one due in the minute before it runs', async () => {

@@ -2,6 +2,7 @@ import type { Config } from '../src/config/config.js';
 import type { RunRecord } from '../src/connectors/runs/ledger.js';
 import type { ExportRun } from '../src/exports/runs/ledger.js';
 import type { AreaServices } from '../src/runtime/services.js';
+import { delay } from '../src/connectors/rate-limit.js';
 import { HubError } from '../src/errors.js';
 import { logger } from '../src/observability/logger.js';
 import { startHub } from './compose.js';
@@ -68,7 +69,7 @@ export async function runCommand(
       else stop?.addEventListener('abort', onStop, { once: true });
       // The hub's stop, on a signal or after the run, is bounded as the roles' is (cmd/stop.ts).
       return boundedCommand({
-        work: () => runOn(hub.services, args, out).finally(() => stop?.removeEventListener('abort', onStop)),
+        work: () => runOn(hub.services, args, out, stop).finally(() => stop?.removeEventListener('abort', onStop)),
         workStep: `the ${args.kind} run`,
         close: () => hub.stop(),
         closeSteps: () => hub.stopPending(),
@@ -84,7 +85,7 @@ export async function runCommand(
 }
 
 /** The run asked for, on a hub started for it: its exit code. */
-async function runOn(services: AreaServices, args: RunArgs, out: (line: string) => void): Promise<number> {
+async function runOn(services: AreaServices, args: RunArgs, out: (line: string) => void, stop?: AbortSignal): Promise<number> {
   try {
     const tenant = await services.admin.tenants.byCode(args.tenant);
     if (!tenant) {
@@ -101,7 +102,7 @@ async function runOn(services: AreaServices, args: RunArgs, out: (line: string) 
       out(`tenant ${args.tenant} is deactivated: no run`);
       return 1;
     }
-    if (args.kind === 'export') return await runExport(services, tenant.id, args, out);
+    if (args.kind === 'export') return await runExport(services, tenant.id, args, out, stop);
     const tenantId = tenant.id;
     const connector = await services.connectors.byName(tenantId, args.name);
     if (!connector) {
@@ -142,10 +143,28 @@ async function runOn(services: AreaServices, args: RunArgs, out: (line: string) 
   }
 }
 
-async function runExport(services: AreaServices, tenantId: number, args: RunArgs, out: (line: string) => void): Promise<number> {
+/** How often a scheduled export's slot that found a run in flight is claimed again. */
+const BUSY_RETRY_MS = 1_000;
+
+async function runExport(services: AreaServices, tenantId: number, args: RunArgs, out: (line: string) => void, stop?: AbortSignal): Promise<number> {
   let run: ExportRun;
   if (args.scheduled) {
-    const outcome = await services.exports.scheduler.fire(tenantId, args.name);
+    const fire = () => services.exports.scheduler.fire(tenantId, args.name);
+    let outcome = await fire();
+    if (outcome.kind === 'busy') {
+      // A run of the export in flight (a manual run, a retry): the in-process scheduler claims the
+      // slot at a later tick, once that run has ended. A CronJob fires once per slot, so its job
+      // waits for that here, or the slot's file would never be made.
+      const slot = outcome.slot.toISOString();
+      out(`slot ${slot} waits: a run is in flight; it runs once that run has ended`);
+      while (outcome.kind === 'busy') {
+        if (!(await delay(BUSY_RETRY_MS, stop).then(() => true, () => false))) {
+          out(`stopped while slot ${slot} waited for the run in flight: not run`);
+          return 1;
+        }
+        outcome = await fire();
+      }
+    }
     if (outcome.kind === 'not-due') {
       out(`export ${args.name} has no schedule slot due`);
       return 0;
@@ -154,8 +173,8 @@ async function runExport(services: AreaServices, tenantId: number, args: RunArgs
       out(`slot ${outcome.slot.toISOString()} skipped: ${outcome.reason}`);
       return 0;
     }
-    if (outcome.kind !== 'started') {
-      out(`slot ${outcome.slot.toISOString()} ${outcome.kind === 'already-run' ? 'already ran' : 'waits: a run is in flight'}: skipped`);
+    if (outcome.kind === 'already-run') {
+      out(`slot ${outcome.slot.toISOString()} already ran: skipped`);
       return 0;
     }
     run = await outcome.done;

@@ -43,5 +43,6 @@ export const RUN_USAGE = `usage: svc-hub run connector NAME --tenant CODE [--end
   (receipt or failure code and reason) and exits non-zero when it failed.
   --scheduled takes the latest due slot of the stored schedule: a connector honours the window
   fence, an export uses the slot as its artifact time, and a slot that already ran (or was delivered)
-  is skipped (what a CronJob runs).
+  is skipped (what a CronJob runs); an export's slot that finds a run of the export in flight waits
+  for it to end, then runs.
 `;
