@@ -703,4 +703,33 @@ describe('S3Destination against an S3-compatible server of the tenant', () => {
       await new Promise((resolve) => server.close(resolve));
     }
   }, 30_000);
+
+  it('a request (not the committing one) whose answer comes a byte at a time: sent again, then publication once each waited requestTimeoutMs after its headers', async () => {
+    // Answers the HEAD 404, and CreateMultipartUpload with its headers at once, then a space every 100 ms, for ever.
+    let asked = 0;
+    const server = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.method === 'HEAD') return void res.writeHead(404).end();
+        asked++;
+        res.writeHead(200, { 'content-type': 'application/xml', 'content-length': '100000' });
+        const timer = setInterval(() => res.write(' '), 100);
+        res.on('close', () => clearInterval(timer));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+      const started = Date.now();
+      const bytes = randomBytes(5 * MiB + 1);
+      const err = (await failure(destination('k', { endpoint, partSize: 5 * MiB, requestTimeoutMs: 1_000 }).publish(bodyOf(bytes), { digest: () => sha256(bytes) }))) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      expect(err.reason).toBe(`could not reach ${endpoint}: no whole answer within 1000 ms (requestTimeout), the request sent 3 times`);
+      expect(asked).toBe(3);
+      // Three tries of about requestTimeoutMs each (and the SDK's back-off between them), not held by a body that never ends.
+      expect(Date.now() - started).toBeLessThan(3 * 1_000 + 5_000);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 30_000);
 });

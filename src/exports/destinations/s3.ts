@@ -78,20 +78,48 @@ class AnswerTooLong extends Error {
   }
 }
 
-/** The SDK's collector of an answer body, which refuses (and stops reading) one longer than MAX_ANSWER_BYTES. */
-function boundedAnswer(stream: Readable & { statusCode?: number }): Promise<Uint8Array> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let length = 0;
-    stream.on('data', (chunk: Buffer) => {
-      length += chunk.length;
-      if (length <= MAX_ANSWER_BYTES) return void chunks.push(chunk);
-      stream.destroy();
-      reject(new AnswerTooLong(stream.statusCode));
+/**
+ * An answer body that had not ended `ms` after its headers, cut there. Named as the SDK's own time
+ * limit is, so the request is sent again (TimeoutError is a transient error to its retries).
+ */
+class AnswerTooSlow extends Error {
+  constructor(readonly ms: number) {
+    super(`the answer's body did not end within ${ms} ms of its headers`);
+    this.name = 'TimeoutError';
+  }
+}
+
+/**
+ * The SDK's collector of an answer body (its `streamCollector`): it refuses (and stops reading) one
+ * longer than MAX_ANSWER_BYTES and, with `withinMs`, one that has not ended that long after the
+ * headers. requestTimeout ends with the headers: a body sent a byte now and then would otherwise
+ * hold a request (and the run) until the run's time limit, whatever requestTimeout says.
+ */
+function answerCollector(withinMs?: number) {
+  return (stream: Readable & { statusCode?: number }): Promise<Uint8Array> =>
+    new Promise((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let length = 0;
+      const cut = (err: Error) => {
+        clearTimeout(timer);
+        stream.destroy();
+        reject(err);
+      };
+      const timer = withinMs === undefined ? undefined : setTimeout(() => cut(new AnswerTooSlow(withinMs)), withinMs);
+      stream.on('data', (chunk: Buffer) => {
+        length += chunk.length;
+        if (length <= MAX_ANSWER_BYTES) chunks.push(chunk);
+        else cut(new AnswerTooLong(stream.statusCode));
+      });
+      stream.once('end', () => {
+        clearTimeout(timer);
+        resolve(Buffer.concat(chunks, length));
+      });
+      stream.once('error', (err) => {
+        clearTimeout(timer);
+        reject(err);
+      });
     });
-    stream.once('end', () => resolve(Buffer.concat(chunks, length)));
-    stream.once('error', reject);
-  });
 }
 const MIN_PART_SIZE = 5 * 1024 * 1024;
 const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
@@ -173,13 +201,14 @@ export class S3Destination implements Destination {
   async publish(body: Readable, opts: PublishOptions): Promise<PublishReceipt> {
     const watch = new BodyWatch(body);
     const signal = opts.signal;
+    const requestTimeoutMs = this.options.requestTimeoutMs ?? 120_000;
     const handler = (keepAlive: boolean) => {
       const agentOptions = { keepAlive, lookup: egressLookup(this.options.egress) };
       return new NodeHttpHandler({
         httpAgent: new HttpAgent(agentOptions),
         httpsAgent: new HttpsAgent(agentOptions),
         connectionTimeout: this.options.connectTimeoutMs ?? 10_000,
-        requestTimeout: this.options.requestTimeoutMs ?? 120_000,
+        requestTimeout: requestTimeoutMs,
         // Without it the handler only logs a warning when the time is up and the request waits on
         // (an endpoint that accepts the connection and never answers would hold the run).
         throwOnRequestTimeout: true,
@@ -191,15 +220,15 @@ export class S3Destination implements Destination {
       credentials: { accessKeyId: this.options.accessKeyId, secretAccessKey: this.options.secretAccessKey },
       requestChecksumCalculation: 'WHEN_REQUIRED' as const,
       responseChecksumValidation: 'WHEN_REQUIRED' as const,
-      streamCollector: boundedAnswer,
     };
-    const client = new S3Client({ ...config, requestHandler: handler(true) });
+    const client = new S3Client({ ...config, requestHandler: handler(true), streamCollector: answerCollector(requestTimeoutMs) });
     // The committing request is sent once: were a lost answer retried, the retry would meet our own
     // object and report a collision. A failed commit is a publication failure; a retried run then
     // reports collision if the first attempt did land, which is what collision means on a retry.
     // It goes on a fresh connection, so that a kept-alive one the server has meanwhile closed
     // cannot fail it.
-    const commitClient = new S3Client({ ...config, requestHandler: handler(false), maxAttempts: 1 });
+    // Its answer may take minutes (S3 completing a large multipart upload): bounded by COMMIT_ANSWER_MS instead.
+    const commitClient = new S3Client({ ...config, requestHandler: handler(false), maxAttempts: 1, streamCollector: answerCollector() });
     let uploadId: string | undefined;
     /** The part being sent (settled once answered), and how to cancel it. */
     let sending: { done: Promise<void>; cancel: AbortController } | undefined;
@@ -429,10 +458,11 @@ export class S3Destination implements Destination {
     const e = (err ?? {}) as S3Failure;
     // The request handler's own time limit (its message names the handler, not the cause), with how
     // many times the request went: up to three (the SDK's retries), once for the committing request.
-    if (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? ''))) {
+    const slow = err instanceof AnswerTooSlow;
+    if (slow || (e.name === 'TimeoutError' && /requestTimeout/.test(String(e.message ?? '')))) {
       const attempts = e.$metadata?.attempts;
       const sent = attempts === undefined ? '' : attempts === 1 ? ', the request sent once' : `, the request sent ${attempts} times`;
-      return `no answer within ${this.options.requestTimeoutMs ?? 120_000} ms (requestTimeout)${sent}`;
+      return `${slow ? 'no whole answer' : 'no answer'} within ${this.options.requestTimeoutMs ?? 120_000} ms (requestTimeout)${sent}`;
     }
     if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) {
       return describeNetworkError(err, { connectTimeoutMs: this.options.connectTimeoutMs ?? 10_000 });
