@@ -22,6 +22,8 @@ export interface ReceivedMail {
   user: string | undefined;
   /** Whether the session had been upgraded with STARTTLS when the message arrived. */
   secure: boolean;
+  /** The message as it arrived (after DATA), headers and body. */
+  raw: string;
   parsed: ParsedMail;
 }
 
@@ -77,10 +79,12 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('error', callback);
       stream.on('end', () => {
+        const raw = Buffer.concat(chunks);
         mailparser
-          .simpleParser(Buffer.concat(chunks))
+          .simpleParser(raw)
           .then((parsed) => {
             messages.push({
+              raw: raw.toString('utf8'),
               rcptTo: session.envelope.rcptTo.map((r) => r.address),
               mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : undefined,
               user: typeof session.user === 'string' ? session.user : undefined,

@@ -179,4 +179,26 @@ describe('the e-mail consumer', () => {
     // The failed one is not retried: only the next event's message arrived.
     expect(smtp.messages.slice(before).map((m) => m.parsed.subject)).toEqual(['New org After (org.created)']);
   });
+
+  it('a line break in a rule\'s subject, or in the payload it renders, adds no header: the message has none but its own, and goes to the rule\'s recipient only', async () => {
+    const rules = (await acme.get('/api/tenants/1/email-rules')).body as Array<{ id: number }>;
+    for (const r of rules) await acme.put(`/api/tenants/1/email-rules/${r.id}`, { enabled: false });
+    const inject = '\r\nBcc: x@evil.example\r\nX-Injected: yes\r\n';
+    // A display name (where a line break could hide) is no address: refused at the API, naming the field.
+    const named = await acme.post('/api/tenants/1/email-rules', { name: 'named', eventTypes: ['org.created'], recipient: `Ops${inject} <ops@acme.example>` });
+    expect(named.status).toBe(400);
+    expect(named.body).toMatchObject({ field: 'recipient' });
+    await rule(acme, 1, { name: 'injected', eventTypes: ['org.created'], recipient: 'ops@acme.example', subject: `Org${inject}{{payload.name}}` });
+    const before = smtp.messages.length;
+    await org(acme, 1, 'unit-inject', `Name${inject}end`);
+    const [mail] = (await smtp.waitFor(before + 1)).slice(before);
+    await settle();
+    expect(smtp.messages).toHaveLength(before + 1);
+    expect(mail!.rcptTo).toEqual(['ops@acme.example']);
+    const head = mail!.raw.slice(0, mail!.raw.indexOf('\r\n\r\n'));
+    const names = head.split('\r\n').filter((l) => !/^[ \t]/.test(l)).map((l) => l.slice(0, l.indexOf(':')).toLowerCase());
+    expect(names.sort()).toEqual(['content-transfer-encoding', 'content-type', 'date', 'from', 'message-id', 'mime-version', 'subject', 'to', 'x-svc-email-rule', 'x-svc-event', 'x-svc-event-id']);
+    expect(mail!.parsed.headers.has('bcc')).toBe(false);
+    expect(mail!.parsed.subject).toBe('Org Bcc: x@evil.example X-Injected: yes Name Bcc: x@evil.example X-Injected: yes end');
+  });
 });
