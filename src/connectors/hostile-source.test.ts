@@ -241,6 +241,18 @@ describe('a hostile source through the hub', () => {
     ]);
   }, 30_000);
 
+  it('bytes that are not UTF-8 inside a record\'s string or key: a pre-flight warns of the records a run dead-letters, naming the field as the run does', async () => {
+    const res = await fetch(`${hub.url}/api/connectors/latin1-rows/preflight`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(200);
+    const report = (await res.json()) as { ok: boolean; endpoints: Array<{ verdict: string; items: number; warnings?: string[] }> };
+    expect(report.ok).toBe(true);
+    expect(report.endpoints).toMatchObject([{ verdict: 'ok', items: 4 }]);
+    expect(report.endpoints[0]!.warnings).toEqual([
+      '2 of the 4 records read cannot be stored: a run dead-letters them (unstorable): record 2: $.name holds bytes that are not valid UTF-8 (read as unpaired surrogates U+DC80 to U+DCFF); ' +
+        'record 3: $["n\\udce9\\udcff"] has a key that holds bytes that are not valid UTF-8 (read as unpaired surrogates U+DC80 to U+DCFF)',
+    ]);
+  });
+
   it('bytes that are not UTF-8 outside any string: the page is unreadable, the run Failed naming the offset', async () => {
     const run = await runToEnd('latin1-structure', 20_000);
     expect(run).toMatchObject({ status: 'Failed', recordsOut: 0, errorMessage: 'upstream answered HTTP 200 with a body that is not valid utf-8: an invalid byte sequence at byte offset 11' });

@@ -1,7 +1,7 @@
 import { firstPage } from './engine/read.js';
 import type { EngineContext } from './engine/read.js';
 import { TooDeepForPath } from './jsonpath.js';
-import { externalIdOf } from './target/rows.js';
+import { externalIdOf, prepareRow, unstorableRow } from './target/rows.js';
 import { cutDeeperThan, MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec } from './types.js';
 
@@ -28,7 +28,8 @@ interface PreflightReport {
  * Spec 3 pre-flight: the first request a run would send, for every enabled endpoint, once (no
  * retry), writing nothing. The overall result fails when any endpoint did not answer readable data,
  * or answered records none of which its `unique_key` finds a key in (a run would dead-letter every
- * row); records of which only some lack a key give a warning.
+ * row); records of which only some lack a key give a warning, and so do records a run would
+ * dead-letter `unstorable` (text PostgreSQL refuses, nesting too deep), each named as the run names it.
  */
 export async function preflight(connector: ConnectorSpec, context: (connector: ConnectorSpec) => EngineContext): Promise<PreflightReport> {
   const endpoints: PreflightEndpoint[] = [];
@@ -41,7 +42,8 @@ export async function preflight(connector: ConnectorSpec, context: (connector: C
     const report = await firstPage(connector, endpoint, context(connector));
     const keys = report.verdict === 'ok' ? keyCheck(endpoint, report.items) : {};
     const entry: PreflightEndpoint = { id: endpoint.id, method: report.method, status: report.status, items: report.items.length, verdict: keys.verdict ?? report.verdict };
-    const warnings = [...(report.warnings ?? []), ...(keys.warning ? [keys.warning] : [])];
+    const unstorable = report.verdict === 'ok' ? unstorableCheck(endpoint, report.items) : undefined;
+    const warnings = [...(report.warnings ?? []), ...(keys.warning ? [keys.warning] : []), ...(unstorable ? [unstorable] : [])];
     if (warnings.length > 0) entry.warnings = warnings;
     if (report.url) entry.url = report.url;
     if (report.sample !== undefined) entry.sample = report.sample;
@@ -79,4 +81,26 @@ function keyOf(item: unknown, key: string): string | undefined {
     if (!(err instanceof TooDeepForPath)) throw err;
     return externalIdOf(cutDeeperThan(item, MAX_JSON_DEPTH, {}), key);
   }
+}
+
+/** Records named at most in the warning of unstorable records. */
+const UNSTORABLE_NAMED = 3;
+
+/**
+ * The records of the first answer a run would dead-letter `unstorable` before writing them (a NUL,
+ * bytes that are not valid UTF-8 or half a surrogate pair in a key or a string, nesting deeper than
+ * MAX_JSON_DEPTH), with the reason a run gives, the first few by their place in the answer; none
+ * when there are none. Those without a key are missing_key (keyCheck). What only PostgreSQL refuses
+ * (a number out of its column's range, a key too long to index) is not known here.
+ */
+function unstorableCheck(endpoint: EndpointSpec, items: unknown[]): string | undefined {
+  const found: string[] = [];
+  items.forEach((item, i) => {
+    const row = prepareRow(item, endpoint.target);
+    const why = row.tooDeep !== undefined ? `$ ${row.tooDeep}` : row.externalId === undefined ? undefined : unstorableRow(row);
+    if (why) found.push(`record ${i + 1}: ${why}`);
+  });
+  if (found.length === 0) return undefined;
+  const named = found.slice(0, UNSTORABLE_NAMED).join('; ') + (found.length > UNSTORABLE_NAMED ? `; and ${found.length - UNSTORABLE_NAMED} more` : '');
+  return `${found.length} of the ${items.length} records read cannot be stored: a run dead-letters ${found.length === 1 ? 'it' : 'them'} (unstorable): ${named}`;
 }

@@ -17,7 +17,7 @@ import { type ExtSchema, publicTableMessage, tenantTableText } from './target/dd
 import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
 import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
-import { externalIdOf, type PreparedRow, prepareRow } from './target/rows.js';
+import { externalIdOf, type PreparedRow, prepareRow, unstorableRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { inKeyOrder, isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
@@ -26,7 +26,7 @@ import { EngineError, StalePositionError } from './engine/errors.js';
 import { type ReadPosition, stoppedAtOf } from './engine/read.js';
 import { clearResume, readFingerprint, resumableFrom, type StoredResume, storeResume } from './resume.js';
 import { compareNumbers, ExactNumber } from './engine/exact-json.js';
-import { cutDeeperThan, findUnstorableText, MAX_JSON_DEPTH, toStorable, UNSTORABLE_ESCAPE, unstorableText } from '../validation/input-limits.js';
+import { cutDeeperThan, MAX_JSON_DEPTH, toStorable, unstorableText } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /** What the runner needs from the HTTP engine: the pages of one endpoint. */
@@ -844,34 +844,6 @@ async function underSavepoint<T>(tx: Tx, fn: () => Promise<T>): Promise<{ ok: tr
     await tx.query('rollback to savepoint row_write');
     return { ok: false, code };
   }
-}
-
-/** Why a prepared row cannot be stored as it is (text PostgreSQL refuses), or undefined. */
-function unstorableRow(row: PreparedRow): string | undefined {
-  // The row's key and promoted values are made from its payload (no transform makes such text from
-  // text without it), and every string of the payload is in its canonical JSON: a row whose JSON
-  // shows no such escape is storable, and nothing more is looked at (most rows).
-  // A row's canonical JSON (JSON.stringify of every key and string) writes a NUL or an unpaired surrogate as an
-  // escape: text without one has neither, so the walk that names the field runs only for rows that match (it ran for
-  // every row: ≈ 15 % of `prepareRow`'s time on the demo rows; the scan of the text costs about a tenth of it).
-  if (!UNSTORABLE_ESCAPE.test(row.json)) return undefined;
-  const key = unstorableText(row.externalId ?? '');
-  if (key) return asBytes(row, `its key ${key}`);
-  const found = findUnstorableText(row.data, '$', Number.POSITIVE_INFINITY);
-  if (found) return asBytes(row, `${found.field} ${found.reason}`);
-  for (const [column, value] of Object.entries(row.promoted)) {
-    const why = value === null ? undefined : unstorableText(value);
-    if (why) return asBytes(row, `promoted column ${column} ${why}`);
-  }
-  return undefined;
-}
-
-/** An unpaired surrogate U+DC80 to U+DCFF as canonical JSON writes it: how a byte of a page that is not valid UTF-8 reads (engine/http.ts readPageText). */
-const ESCAPED_BYTE = /\\udc[89a-f][0-9a-f]/i;
-
-/** The reason, naming bytes that are not valid UTF-8 for what they are when the row holds them. */
-function asBytes(row: PreparedRow, why: string): string {
-  return ESCAPED_BYTE.test(row.json) ? why.replace('contains an unpaired UTF-16 surrogate', 'holds bytes that are not valid UTF-8 (read as unpaired surrogates U+DC80 to U+DCFF)') : why;
 }
 
 function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): DeadLetterInput {

@@ -110,6 +110,17 @@ describe('rows PostgreSQL cannot store', () => {
     const metrics = await (await fetch(`${hub.url}/q/metrics`)).text();
     expect(metrics).toMatch(/svc_dead_letters_total\{reason="unstorable"\} 5/);
   });
+
+  it('are warned of by a pre-flight, named as the run names them; what only the database refuses is not known there', async () => {
+    const res = await fetch(`${hub.url}/api/connectors/unstorable/preflight`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(200);
+    const report = (await res.json()) as { ok: boolean; endpoints: Array<{ verdict: string; items: number; warnings?: string[] }> };
+    expect(report).toMatchObject({ ok: true, endpoints: [{ verdict: 'ok', items: 8 }] });
+    expect(report.endpoints[0]!.warnings).toEqual([
+      '3 of the 8 records read cannot be stored: a run dead-letters them (unstorable): record 2: $.name contains a NUL character (\\u0000); ' +
+        'record 3: $.nested["we\\u0000ird"] has a key that contains a NUL character (\\u0000); record 7: $.name contains an unpaired UTF-16 surrogate',
+    ]);
+  });
 });
 
 /**
@@ -196,6 +207,9 @@ describe('a record nesting deeper than 64 levels', () => {
       const text = await res.text();
       expect(text).toContain('(nested deeper than 64 levels: not shown)');
       expect(text).not.toContain('deep-secret-token');
+      expect((JSON.parse(text) as { endpoints: Array<{ warnings?: string[] }> }).endpoints[0]!.warnings).toEqual([
+        '1 of the 1 records read cannot be stored: a run dead-letters it (unstorable): record 1: $ nests objects and arrays deeper than 64 levels',
+      ]);
     } finally {
       await first.close();
     }
