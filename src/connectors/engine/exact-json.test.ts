@@ -37,6 +37,18 @@ describe('parseJsonExact', () => {
     expect(JSON.parse('[9007199254740993.0,9007199254740992.0]')).toEqual([9007199254740992, 9007199254740992]);
   });
 
+  it('keeps such a number as written when a point splits its digits into runs shorter than 16 and its exponent is short (two ids would meet): such a page is not handed to JSON.parse alone', () => {
+    // 16 to 18 significant digits (8 + 9, 9 + 9, 8 + 10, 1 + 15 either side of the point), an exponent of
+    // two digits: 12345678.1234567809e10 and 12345678.1234567812e10 are one double (123456781234567808).
+    const text = '[{"id":12345678.123456781e10},{"id":12345678.123456781e+10},{"id":-123456789.123456789E10},{"id":12345678.1234567809e10},{"id":12345678.1234567812e10},{"id":9.007199254740993e15}]';
+    const [a, b] = JSON.parse('[12345678.1234567809e10,12345678.1234567812e10]') as number[];
+    expect(a).toBe(b);
+    const read = (parseJsonExact(text) as Array<{ id: unknown }>).map((r) => (r.id instanceof ExactNumber ? `exact ${r.id}` : r.id));
+    expect(read).toEqual(['exact 12345678.123456781e10', 'exact 12345678.123456781e+10', 'exact -123456789.123456789E10', 'exact 12345678.1234567809e10', 'exact 12345678.1234567812e10', 'exact 9.007199254740993e15']);
+    // 1.234567890123456789e20 holds a run of 18 digits: kept as written already.
+    expect(String((parseJsonExact('[1.234567890123456789e20]') as unknown[])[0])).toBe('1.234567890123456789e20');
+  });
+
   it('refuses what JSON.parse refuses, with its error (a leading zero, a trailing comma)', () => {
     for (const text of ['[012345678901234567890]', '[12345678901234567890,]', '{"a":12345678901234567890', '12345678901234567890x']) {
       expect(() => parseJsonExact(text)).toThrow(SyntaxError);
