@@ -205,7 +205,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Mail', name: 'svc.mail.timeout', kind: 'duration', default: '10s',
     description: 'Connect, greeting and idle-socket timeout of one send, and the whole send at most three times it (a server that keeps a reply going is cut off then); a send that runs out is logged as failed and skipped.' }),
   p({ group: 'Mail', name: 'svc.mail.backoff', kind: 'duration', default: '30s',
-    description: 'How long e-mail rules wait, once a send found the SMTP server not answering (connection refused or lost, `svc.mail.timeout` run out, `421`), before checking it again (a connection and its greeting, no message), and again after each check it fails. That send is logged as failed and skipped; the later events wait meanwhile, unsent and in order, and go out once a check finds the server answering, instead of each paying the timeout.' }),
+    description: 'How long e-mail rules wait, once a send found the SMTP server not answering (connection refused or lost, `svc.mail.timeout` run out, `421`), before checking it again (a connection, its greeting, EHLO, MAIL FROM and RSET, no message; a 4xx to MAIL FROM counts as not answering), and again after each check it fails. That send is logged as failed and skipped; the later events wait meanwhile, unsent and in order, and go out once a check finds the server answering, instead of each paying the timeout. The first event sent after a check passed that meets the server not answering again waits again instead of being skipped, once (docs/email.md).' }),
 
   // Connectors (spec 3 Limits)
   p({ group: 'Connectors', name: 'svc.connectors.chunk-size', kind: 'int', min: 1, default: 1000, description: 'Rows written per transactional chunk of a connector run.' }),

@@ -346,3 +346,98 @@ describe('while no tenant has an enabled rule (the consumer passes events unread
     expect(await passing).toBe(false);
   });
 });
+
+describe('a mail server that answers the greeting and EHLO but not a message', () => {
+  /** What a handle came to: its outcomes, or the Postpone thrown (the event waits). */
+  const settle = (handling: Promise<unknown>) => handling.catch((err: unknown) => (err instanceof Postpone ? err : Promise.reject(err)));
+  /** Handles the event once the wait a Postpone named has run out (the consumer's next check of the server is due). */
+  async function afterWait(consumer: EmailConsumer, event: OutboxEvent, postponed: unknown): Promise<unknown> {
+    expect(postponed).toBeInstanceOf(Postpone);
+    const left = (postponed as Postpone).until - performance.now();
+    if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+    return settle(consumer.handle(event));
+  }
+
+  let stalling: TestSmtpServer;
+  let stallMailer: Mailer;
+
+  beforeAll(async () => {
+    stalling = await startSmtpServer();
+    stallMailer = createMailer(
+      Config.load({ env: {}, overrides: { 'svc.mail.host': '127.0.0.1', 'svc.mail.port': stalling.port, 'svc.mail.from': 'hub@mail.example.net', 'svc.mail.timeout': '300ms' } }),
+    );
+  });
+
+  afterAll(async () => {
+    stallMailer?.close();
+    await stalling?.close();
+  });
+
+  beforeEach(() => {
+    stalling.stallAt(undefined);
+    stalling.deferMail(false);
+    stalling.messages.length = 0;
+  });
+
+  it('stalled at MAIL FROM (or answering it 451): the check finds it not answering, so the events wait instead of each being lost', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'mail stall', eventTypes: ['org.updated'], recipient: 'stall@acme.example', subject: 'stall {{payload.orgId}}' }));
+    try {
+      const consumer = new EmailConsumer(t.db, () => stallMailer, 0, { backoffMs: 200 });
+      stalling.stallAt('MAIL');
+      const first = await emit('org.updated', { orgId: 61, tenantId: 1 });
+      // The send that met the outage: skipped, and the waiting starts.
+      expect(await consumer.handle(first)).toEqual([{ ruleId: rule.id, outcome: 'failed' }]);
+      const second = await emit('org.updated', { orgId: 62, tenantId: 1 });
+      const waiting = await settle(consumer.handle(second));
+      const { mail, rcpt } = stalling.commands;
+      // The check goes as far as MAIL FROM, which gets no answer: the event waits (was: the check
+      // passed on EHLO, and the send paid the timeout and skipped the event).
+      const checked = await afterWait(consumer, second, waiting);
+      expect(checked).toBeInstanceOf(Postpone);
+      expect(stalling.commands.mail).toBe(mail + 1);
+      // A 451 to MAIL FROM: not taking mail for now, the event waits still.
+      stalling.stallAt(undefined);
+      stalling.deferMail(true);
+      const deferred = await afterWait(consumer, second, checked);
+      expect(deferred).toBeInstanceOf(Postpone);
+      expect(stalling.commands.mail).toBe(mail + 2);
+      // No check named a recipient.
+      expect(stalling.commands.rcpt).toBe(rcpt);
+      stalling.deferMail(false);
+      expect(await afterWait(consumer, second, deferred)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      await stalling.waitFor(1);
+      expect(stalling.messages.map((m) => m.parsed.subject)).toEqual(['stall 62']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+
+  it('stalled at DATA: the first message sent after a check that meets it waits and is sent once it answers; kept once only, then skipped', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'data stall', eventTypes: ['org.archived'], recipient: 'stall@acme.example', subject: 'archived {{payload.code}}' }));
+    try {
+      const consumer = new EmailConsumer(t.db, () => stallMailer, 0, { backoffMs: 200 });
+      stalling.stallAt('DATA');
+      const first = await emit('org.archived', { id: 71, code: 'first' });
+      expect(await consumer.handle(first)).toEqual([{ ruleId: rule.id, outcome: 'failed' }]);
+      const second = await emit('org.archived', { id: 72, code: 'second' });
+      // The check passes (MAIL FROM is answered), the send stalls at DATA: the message is kept, the
+      // event waits ahead of the cursor, its claim given up (was: skipped, the event passed).
+      const kept = await afterWait(consumer, second, await settle(consumer.handle(second)));
+      expect(kept).toBeInstanceOf(Postpone);
+      const { rows } = await t.owner.query('select 1 from email.sends where event_id = $1', [second.id]);
+      expect(rows).toEqual([]);
+      // Meeting the stall again right after the next check: skipped, so such a message cannot hold the mail for ever.
+      expect(await afterWait(consumer, second, kept)).toEqual([{ ruleId: rule.id, outcome: 'failed' }]);
+      // The next event is kept once too, and goes out once the server answers.
+      const third = await emit('org.archived', { id: 73, code: 'third' });
+      const thirdKept = await afterWait(consumer, third, await settle(consumer.handle(third)));
+      expect(thirdKept).toBeInstanceOf(Postpone);
+      stalling.stallAt(undefined);
+      expect(await afterWait(consumer, third, thirdKept)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      await stalling.waitFor(1);
+      expect(stalling.messages.map((m) => m.parsed.subject)).toEqual(['archived third']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+});

@@ -61,22 +61,33 @@ const serverWaiting = lazyGauge({ name: 'svc_mail_server_waiting', help: 'Whethe
  * The mail server as the consumer last found it. A send that finds it unreachable or not answering
  * (serverUnavailable) is a failed send like any other (logged and skipped), and from then on the
  * later events wait, unsent and in order, instead of each paying the timeout: every `backoffMs` the
- * server is checked (a connection and its greeting, no message), and once it answers the events that
- * waited are sent as usual, each once. Kept per mailer (a replaced mailer starts afresh) in the
- * process that runs the consumer.
+ * server is checked (a connection, its greeting, MAIL FROM and RSET: no message), and once it
+ * answers the events that waited are sent as usual, each once. The first event sent after a check
+ * passed whose send meets the server not answering again (one that stalls at RCPT TO or DATA,
+ * which a check does not reach) is not skipped but waits again, ahead of the cursor, once: should
+ * it meet it again after the next check, it is skipped (a message that stalls a server that takes
+ * every other one cannot hold the later mail for ever). Kept per mailer (a replaced mailer starts
+ * afresh) in the process that runs the consumer.
  */
 class ServerGate {
   private waiting: { mailer: Mailer; since: number; until: number; checks: number; afterEventId: number } | undefined;
 
+  /** The last event whose messages were kept (not skipped) when their send met the server not answering. */
+  private kept: number | undefined;
+
   constructor(private readonly backoffMs: number) {}
 
-  /** Returns when the server may be sent to; throws a Postpone (the event waits) while it does not answer. */
-  async pass(mailer: Mailer, event: OutboxEvent): Promise<void> {
+  /**
+   * Returns when the server may be sent to: `true` when a check has just found it answering again
+   * (this event's messages are the first sent since); throws a Postpone (the event waits) while it
+   * does not answer.
+   */
+  async pass(mailer: Mailer, event: OutboxEvent): Promise<boolean> {
     const waiting = this.waiting;
-    if (!waiting) return;
+    if (!waiting) return false;
     if (waiting.mailer !== mailer) {
       this.waiting = undefined;
-      return;
+      return false;
     }
     if (performance.now() < waiting.until) throw new Postpone(waiting.until, `mail server ${mailer.server} not answering`);
     try {
@@ -99,18 +110,36 @@ class ServerGate {
       { server: mailer.server, eventId: event.id, checks: waiting.checks },
       `mail server ${mailer.server} answers again (after ${Math.round((performance.now() - waiting.since) / 1000)} s): sending the e-mail events that waited, in order, from event ${event.id} on`,
     );
+    return true;
   }
 
-  /** A send found the server unavailable: the later events wait for it (logged once, until it answers). */
-  unavailable(mailer: Mailer, event: OutboxEvent): void {
-    if (this.waiting?.mailer === mailer) return;
+  /**
+   * Whether the messages of `event` whose send meets the server not answering are kept (they wait
+   * with the later events, to be sent again after the next check) rather than skipped: the first
+   * send after a check passed, once per event.
+   */
+  keeps(event: OutboxEvent, afterCheck: boolean): boolean {
+    return afterCheck && this.kept !== event.id;
+  }
+
+  /**
+   * A send found the server unavailable: the later events wait for it (logged once, until it
+   * answers); with `kept`, the event's failed messages wait too (`keeps`).
+   */
+  unavailable(mailer: Mailer, event: OutboxEvent, kept: boolean): number {
+    if (kept) this.kept = event.id;
+    if (this.waiting?.mailer === mailer) return this.waiting.until;
     const now = performance.now();
     this.waiting = { mailer, since: now, until: now + this.backoffMs, checks: 0, afterEventId: event.id };
     serverWaiting().set(1);
+    const which = kept
+      ? `e-mail event ${event.id} (its messages that failed kept, to be sent again once it answers: once) and the later ones wait`
+      : `the e-mail events after event ${event.id} wait`;
     logger().warn(
-      { server: mailer.server, eventId: event.id },
-      `mail server ${mailer.server} is not answering: the e-mail events after event ${event.id} wait, unsent and in order, and go out once it answers; next check in ${this.backoffMs} ms (svc.mail.backoff)`,
+      { server: mailer.server, eventId: event.id, kept },
+      `mail server ${mailer.server} is not answering: ${which}, unsent and in order, and go out once it answers; next check in ${this.backoffMs} ms (svc.mail.backoff)`,
     );
+    return this.waiting.until;
   }
 }
 
@@ -158,6 +187,14 @@ async function claimSends(
     if (busy[0]?.ms != null) busyMs = Math.max(0, busy[0].ms);
   }
   return { claimed, busyMs };
+}
+
+/**
+ * Gives up this consumer's unfinished claims on messages of the event that are kept to be sent
+ * again (ServerGate): claimed again when the event is handled again, by this process or another.
+ */
+async function releaseSends(tx: Tx, event: OutboxEvent, ruleIds: number[], token: string): Promise<void> {
+  await tx.query('delete from email.sends where event_id = $1 and rule_id = any($2::bigint[]) and token = $3 and finished_at is null', [event.id, arrayLiteral(ruleIds), token]);
 }
 
 /** Records how this consumer's claimed messages of the event ended: they are never claimed again. */
@@ -256,23 +293,38 @@ export class EmailConsumer {
     const due = rules.filter((rule) => rule.activeSince.getTime() <= event.createdAt.getTime());
     if (!due.length) return [];
     const mailer = this.mailer();
-    await this.gate.pass(mailer, event);
+    // The first send since a check found the server answering again: a message whose send meets it
+    // not answering once more is kept, not skipped (ServerGate).
+    const keeps = this.gate.keeps(event, await this.gate.pass(mailer, event));
     // Each message claimed before it is sent: a process that believes it leads a moment too long
     // (its leadership handed over while it was sending) and the new leader, reading the event again
     // from the cursor, do not both send it.
     const leaseMs = (mailer.sendLimitMs ?? 0) + CLAIM_MARGIN_MS;
     const { claimed, busyMs } = await this.db.withTenant(event.tenantId, (tx) => claimSends(tx, event, due.map((rule) => rule.id), this.token, leaseMs));
     const deployment = this.deploymentId ?? undefined;
-    const outcomes = await Promise.all(
+    const results: Array<EmailOutcome & { unavailable?: boolean }> = await Promise.all(
       due
         .filter((rule) => claimed.has(rule.id))
         .map((rule) => {
           if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
-          return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event, deployment) : { ruleId: rule.id, outcome: 'throttled' as const };
+          return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event, deployment, keeps) : { ruleId: rule.id, outcome: 'throttled' as const };
         }),
     );
+    const unavailable = results.some((r) => r.unavailable);
+    // Kept: their claims are released (not finished), so they are claimed and sent again after the next check.
+    const kept = unavailable && keeps ? results.filter((r) => r.unavailable).map((r) => r.ruleId) : [];
+    const outcomes = results.filter((r) => !kept.includes(r.ruleId)).map(({ ruleId, outcome }) => ({ ruleId, outcome }));
     // A failure here leaves the claims unfinished: the event is read again and they are sent again (this consumer's own).
-    if (outcomes.length > 0) await this.db.withTenant(event.tenantId, (tx) => finishSends(tx, event, outcomes, this.token));
+    if (results.length > 0) {
+      await this.db.withTenant(event.tenantId, async (tx) => {
+        if (outcomes.length > 0) await finishSends(tx, event, outcomes, this.token);
+        if (kept.length > 0) await releaseSends(tx, event, kept, this.token);
+      });
+    }
+    if (unavailable) {
+      const until = this.gate.unavailable(mailer, event, kept.length > 0);
+      if (kept.length > 0) throw new Postpone(until, `mail server ${mailer.server} not answering`);
+    }
     if (busyMs !== undefined) {
       // Another process is sending some of them: the event (and the later ones) wait until it has
       // finished, or its claim has run out (it died mid-send: they are sent then).
@@ -339,7 +391,8 @@ export class EmailConsumer {
     return false;
   }
 
-  private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent, deployment: string | undefined): Promise<EmailOutcome> {
+  /** `keeps`: a failure as not answering keeps the message (it waits, to be sent again: ServerGate) instead of skipping it. */
+  private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent, deployment: string | undefined, keeps: boolean): Promise<EmailOutcome & { unavailable?: boolean }> {
     const ctx: TemplateContext = { type: event.type, id: event.id, tenantId: event.tenantId, createdAt: event.createdAt, rule: rule.name, payload: event.payload };
     const to = recipients(rule);
     const where = { ruleId: rule.id, rule: rule.name, eventId: event.id, eventType: event.type, to };
@@ -367,9 +420,15 @@ export class EmailConsumer {
       }
       return { ruleId: rule.id, outcome: result.outcome };
     } catch (err) {
-      logger().warn({ ...where, error: sendFailure(err) }, `e-mail rule ${rule.name}: sending event ${event.id} failed; skipped (best effort)`);
-      if (serverUnavailable(err)) this.gate.unavailable(mailer, event);
-      return { ruleId: rule.id, outcome: 'failed' };
+      const unavailable = serverUnavailable(err);
+      const kept = unavailable && keeps;
+      logger().warn(
+        { ...where, error: sendFailure(err), ...(kept ? { kept } : {}) },
+        kept
+          ? `e-mail rule ${rule.name}: sending event ${event.id} failed, the server not answering just after a check found it answering; kept: sent again after the next check (once)`
+          : `e-mail rule ${rule.name}: sending event ${event.id} failed; skipped (best effort)`,
+      );
+      return { ruleId: rule.id, outcome: 'failed', ...(unavailable ? { unavailable } : {}) };
     }
   }
 }

@@ -183,8 +183,25 @@ describe('the SMTP mailer', () => {
     const at = (port: number, extra: Record<string, string> = {}) => createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': port, 'svc.mail.from': 'hub@example.net', 'svc.mail.timeout': '300ms', ...extra }));
     const failure = (mailer: Mailer) => mailer.check().then(() => 'answered', (err: unknown) => ({ unavailable: serverUnavailable(err), ...sendFailure(err) }));
     const before = plain.messages.length;
-    expect(await failure(at(plain.port))).toBe('answered');
+    const { mail, rcpt } = plain.commands;
+    // As far as MAIL FROM (after AUTH, as a send logs in), then RSET: no recipient, no message.
+    const credentials = { 'svc.mail.username': 'hub', 'svc.mail.password': PASSWORD };
+    expect(await failure(at(plain.port, credentials))).toBe('answered');
     expect(plain.messages.length).toBe(before);
+    expect(plain.commands).toEqual({ mail: mail + 1, rcpt });
+    // A server that refuses MAIL FROM (here: AUTH required and none configured) answers all the same.
+    expect(await failure(at(plain.port))).toMatchObject({ unavailable: false, responseCode: 530, command: 'MAIL FROM' });
+    // One that greets and answers EHLO but not MAIL FROM, or answers it 451, is not taking mail.
+    plain.stallAt('MAIL');
+    try {
+      expect(await failure(at(plain.port, credentials))).toMatchObject({ unavailable: true, code: 'ETIMEDOUT' });
+      plain.stallAt(undefined);
+      plain.deferMail(true);
+      expect(await failure(at(plain.port, credentials))).toMatchObject({ unavailable: true, code: 'ENOTREADY', responseCode: 451, command: 'MAIL FROM' });
+    } finally {
+      plain.stallAt(undefined);
+      plain.deferMail(false);
+    }
     // STARTTLS required and not offered: the server answers (a send would fail, and say why).
     expect(await failure(at(plain.port, { 'svc.mail.starttls': 'true' }))).toMatchObject({ unavailable: false });
 

@@ -40,8 +40,9 @@ export interface Mailer {
   readonly mode: 'smtp' | 'mocked';
   send(mail: OutgoingMail): Promise<SendResult>;
   /**
-   * Whether the server answers, without sending anything: connect, greeting, EHLO (and STARTTLS as
-   * a send would), then QUIT. Throws as a send would when it does not (see `serverUnavailable`).
+   * Whether the server answers and takes mail, without sending anything: connect, greeting, EHLO
+   * (and STARTTLS and AUTH as a send would), `MAIL FROM:<svc.mail.from>`, `RSET`, then QUIT. Throws
+   * as a send would when it does not (see `serverUnavailable`; a `4xx` to MAIL FROM counts too).
    */
   check(): Promise<void>;
   /** Where messages go, for log lines (`host:port`). */
@@ -53,12 +54,13 @@ export interface Mailer {
 
 /**
  * Whether a failure says the server could not be reached or stopped answering (connection refused
- * or lost, a timeout, DNS, `421 service not available`), rather than refusing what was sent: the next
+ * or lost, a timeout, DNS, `421 service not available`; in a check, a `4xx` to MAIL FROM:
+ * `ENOTREADY`), rather than refusing what was sent: the next
  * send would most likely meet the same, paying its timeout again.
  */
 export function serverUnavailable(err: unknown): boolean {
   const e = err as { code?: unknown; responseCode?: unknown };
-  return e?.responseCode === 421 || ['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS'].includes(String(e?.code));
+  return e?.responseCode === 421 || ['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ENOTREADY'].includes(String(e?.code));
 }
 
 /** Without `svc.mail.host`: nothing leaves the process, each message is logged as mocked. */
@@ -119,11 +121,19 @@ export class SmtpMailer implements Mailer {
   /** The domain of svc.mail.from: the right-hand side of the Message-IDs. */
   private readonly domain: string;
 
+  /** The address of svc.mail.from (the envelope's sender, `MAIL FROM`). */
+  private readonly envelopeFrom: string;
+
+  /** SMTP AUTH's credentials, when a username is set. */
+  private readonly auth: { user: string; pass: string } | undefined;
+
   constructor(private readonly settings: SmtpSettings) {
     registerSecret(settings.password);
     this.server = `${settings.host}:${settings.port}`;
     const address = /<([^<>]*)>\s*$/.exec(settings.from)?.[1] ?? settings.from;
-    this.domain = address.trim().split('@').at(-1)!.toLowerCase();
+    this.envelopeFrom = address.trim();
+    this.domain = this.envelopeFrom.split('@').at(-1)!.toLowerCase();
+    this.auth = settings.username ? { user: settings.username, pass: settings.password ?? '' } : undefined;
     this.connection = {
       host: settings.host,
       port: settings.port,
@@ -140,7 +150,7 @@ export class SmtpMailer implements Mailer {
     };
     this.transport = nodemailer.createTransport({
       ...this.connection,
-      auth: settings.username ? { user: settings.username, pass: settings.password ?? '' } : undefined,
+      auth: this.auth,
       disableFileAccess: true,
       disableUrlAccess: true,
     });
@@ -165,7 +175,7 @@ export class SmtpMailer implements Mailer {
       // A server that keeps its greeting going a line at a time is cut off as a send is.
       const timer = setTimeout(() => done(this.overLimit('check')), this.limitMs);
       let settled = false;
-      const done = (err?: Error) => {
+      const done = (err?: Error | null) => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
@@ -179,8 +189,33 @@ export class SmtpMailer implements Mailer {
       };
       connection.on('error', done);
       connection.on('end', () => done(Object.assign(new Error('the server closed the connection during the check'), { code: 'ECONNECTION' })));
-      connection.connect((err) => done(err));
+      connection.connect((err) => {
+        if (err) return done(err);
+        // As far as a send goes before it names a recipient: AUTH as a send logs in, then MAIL FROM
+        // (a server that greets and answers EHLO but hangs when asked to take mail fails here), then RSET.
+        const takesMail = () => this.mailFrom(connection, (mailErr) => (mailErr ? done(mailErr) : connection.reset((resetErr) => done(resetErr))));
+        if (this.auth && connection.allowsAuth) connection.login(this.auth, (authErr) => (authErr ? done(authErr) : takesMail()));
+        else takesMail();
+      });
     });
+  }
+
+  /**
+   * `MAIL FROM:<svc.mail.from>` on an open session, no recipient following: what a send starts a
+   * message with. nodemailer has no public call for the command alone (its `send` goes on to RCPT
+   * TO and DATA), so its command queue is used as its own envelope code uses it. A `4xx` answer is
+   * a server not taking mail for now (`ENOTREADY`, counted as not answering: `serverUnavailable`);
+   * any other failure is an answer.
+   */
+  private mailFrom(connection: SMTPConnection, callback: (err?: Error) => void): void {
+    const queue = connection as unknown as { _responseActions: Array<(reply: string) => void>; _sendCommand(command: string): void };
+    queue._responseActions.push((reply: string) => {
+      if (reply.startsWith('2')) return callback();
+      const responseCode = Number(reply.slice(0, 3));
+      const code = reply.startsWith('4') ? 'ENOTREADY' : 'EENVELOPE';
+      callback(Object.assign(new Error(`the server answered MAIL FROM with ${reply}`), { code, responseCode, command: 'MAIL FROM' }));
+    });
+    queue._sendCommand(`MAIL FROM:<${this.envelopeFrom}>`);
   }
 
   async send(mail: OutgoingMail): Promise<SendResult> {

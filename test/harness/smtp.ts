@@ -34,6 +34,16 @@ export interface TestSmtpServer {
   readonly authFailures: number;
   /** The password AUTH accepts from now on. */
   setPassword(password: string): void;
+  /**
+   * From now on the server says nothing more to a session once it reaches `stage` (`MAIL`: the
+   * `MAIL FROM` command; `DATA`: the end of a message's data, which is not kept), as a server whose
+   * queue or disk hangs does; undefined: it answers again (sessions stalled before stay so).
+   */
+  stallAt(stage: 'MAIL' | 'DATA' | undefined): void;
+  /** From now on `MAIL FROM` is answered `451 4.3.0 try again later` (true) or taken again (false). */
+  deferMail(on: boolean): void;
+  /** `MAIL FROM` commands and `RCPT TO` commands received so far (answered or not). */
+  readonly commands: { mail: number; rcpt: number };
   /** Resolves once `count` messages in all have arrived. */
   waitFor(count: number, ms?: number): Promise<ReceivedMail[]>;
   close(): Promise<void>;
@@ -57,6 +67,9 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
   const messages: ReceivedMail[] = [];
   let password = options.password ?? '';
   let authFailures = 0;
+  let stalled: 'MAIL' | 'DATA' | undefined;
+  let deferred = false;
+  const commands = { mail: 0, rcpt: 0 };
   const waiters: Array<() => void> = [];
   const server = new SMTPServer({
     logger: false,
@@ -65,7 +78,14 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
     allowInsecureAuth: true,
     disabledCommands: options.tls ? [] : ['STARTTLS'],
     ...(options.tls ? { key: options.tls.key, cert: options.tls.cert } : {}),
+    onMailFrom(_address, _session, callback) {
+      commands.mail++;
+      if (stalled === 'MAIL') return;
+      if (deferred) return callback(Object.assign(new Error('4.3.0 try again later'), { responseCode: 451 }));
+      return callback();
+    },
     onRcptTo(address, _session, callback) {
+      commands.rcpt++;
       if (options.refuse?.includes(address.address)) return callback(Object.assign(new Error('5.1.1 no such mailbox'), { responseCode: 550 }));
       return callback();
     },
@@ -79,6 +99,7 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('error', callback);
       stream.on('end', () => {
+        if (stalled === 'DATA') return;
         const raw = Buffer.concat(chunks);
         mailparser
           .simpleParser(raw)
@@ -113,6 +134,13 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
     setPassword(next) {
       password = next;
     },
+    stallAt(stage) {
+      stalled = stage;
+    },
+    deferMail(on) {
+      deferred = on;
+    },
+    commands,
     async waitFor(count, ms = 5000) {
       const deadline = Date.now() + ms;
       while (messages.length < count) {
