@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../demo-source/server.js';
-import { cancelled } from './commands.js';
+import { cancelled, exportCancelled } from './commands.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
@@ -854,6 +854,14 @@ describe('svc runs cancel', () => {
     const ended = { id: 'r1', status: 'Failed', endedAt: '2026-12-04T19:00:00.000Z', errorMessage: 'interrupted: the hub stopped during the run' };
     expect(cancelled('r1')(ended)).toBe('run r1: ended Failed (interrupted: the hub stopped during the run)');
     expect(cancelled('r1')({ id: 'r1', status: 'Running', endedAt: null, errorMessage: null })).toMatch(/^run r1: cancellation requested \(.*svc\.connectors\.run-stale-after.*\)$/);
+  });
+});
+
+describe('svc exports cancel', () => {
+  it('says whether the run ended at once (no live process held it) or was asked to stop', () => {
+    const ended = { id: 'r2', status: 'Failed', endedAt: '2026-12-04T19:00:00.000Z', failureReason: "cancelled by dev after the run's process had stopped" };
+    expect(exportCancelled('Nightly', 'r2')(ended)).toBe("export/nightly: run r2: ended Failed (cancelled by dev after the run's process had stopped)");
+    expect(exportCancelled('Nightly', 'r2')({ id: 'r2', status: 'Running', endedAt: null, failureReason: null })).toBe('export/nightly: run r2 cancellation requested');
   });
 });
 

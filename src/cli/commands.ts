@@ -181,10 +181,21 @@ async function act(c: Ctx, method: 'POST' | 'PUT' | 'DELETE', route: string, don
 }
 
 /** What a cancel's answer says of a connector run: ended at once (a run whose process died ends as interrupted), or asked to stop. */
-export const cancelled = (id: string) => (body: unknown) => {
-  const run = (body ?? {}) as { status?: string; endedAt?: string | null; errorMessage?: string | null };
-  if (!run.endedAt) return `run ${id}: cancellation requested (the process running it stops it within a heartbeat; if that process died, the run ends as interrupted once its last heartbeat is svc.connectors.run-stale-after old, and a cancel then ends it at once)`;
-  return `run ${id}: ended ${run.status ?? ''}${run.errorMessage ? ` (${run.errorMessage})` : ''}`.trimEnd();
+export const cancelled = (id: string) =>
+  cancelAnswer(
+    `run ${id}`,
+    ': cancellation requested (the process running it stops it within a heartbeat; if that process died, the run ends as interrupted once its last heartbeat is svc.connectors.run-stale-after old, and a cancel then ends it at once)',
+  );
+
+/** What a cancel's answer says of an export run: ended at once (a run no live process held), or asked to stop. */
+export const exportCancelled = (name: string, id: string) => cancelAnswer(`export/${name.toLowerCase()}: run ${id}`, ' cancellation requested');
+
+/** `WHO ended STATUS (why)` for a run a cancel ended at once, else `WHO` and `pending`. */
+const cancelAnswer = (who: string, pending: string) => (body: unknown) => {
+  const run = (body ?? {}) as { status?: string; endedAt?: string | null; errorMessage?: string | null; failureReason?: string | null };
+  if (!run.endedAt) return `${who}${pending}`;
+  const why = run.errorMessage ?? run.failureReason;
+  return `${who}: ended ${run.status ?? ''}${why ? ` (${why})` : ''}`.trimEnd();
 };
 
 // ---- columns ----
@@ -1173,7 +1184,7 @@ export const COMMANDS: Command[] = [
     name: 'exports cancel',
     args: ['NAME', 'RUN_ID'],
     summary: 'Stop a Running run (it ends Failed interrupted, nothing published; one already publishing ends as its publication does)',
-    run: async (c) => void (await act(c, 'POST', path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/cancel`, `export/${c.args[0]!.toLowerCase()}: run ${c.args[1]} cancellation requested`)),
+    run: async (c) => void (await act(c, 'POST', path`/api/exports/${c.args[0]!}/runs/${c.args[1]!}/cancel`, exportCancelled(c.args[0]!, c.args[1]!))),
   },
   {
     name: 'exports download',

@@ -265,6 +265,11 @@ export class ExportRunner {
     return true;
   }
 
+  /** Whether this process runs the run (waiting for a slot included): its process lives. */
+  runsHere(runId: string): boolean {
+    return this.running.has(runId);
+  }
+
   /** Not closed: a scheduler claims a slot only while its runner will run it. */
   get accepting(): boolean {
     return !this.closed;

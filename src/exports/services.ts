@@ -24,7 +24,7 @@ import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
 import { deletedSince, ExportRunner, notRetryable } from './runner.js';
 import { DigestStream } from './csv/digest.js';
-import { CLEANED_UP, EXPORT_DELETED, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, type StopRequest } from './runs/ledger.js';
+import { CLEANED_UP, EXPORT_DELETED, type ExportRun, failIfDead, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, runById, type StopRequest } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
 
 /** Who calls: the scope rules read the caller's hub user (scope grants). */
@@ -155,6 +155,14 @@ async function history(
 
 const record = ({ manifest: _m, spec: _s, ...rest }: ExportDetail): ExportRecord => rest;
 
+/** What a cancel ends a run with whose process died (`failIfDead`): nothing was cleaned up. */
+function deadRunStop(actor: string, staleAfterMs: number): StopRequest {
+  return {
+    code: 'interrupted',
+    reason: `cancelled by ${actor} after the run's process had stopped (no heartbeat for ${Math.round(staleAfterMs / 1000)} s): a partial file (SFTP .part, S3 incomplete multipart upload) may be left behind. Retry it: a collision on retry means this run did publish`,
+  };
+}
+
 export function createExportServices(deps: ExportDeps): ExportServices {
   const { config, db } = deps;
   const now = deps.now ?? (() => new Date());
@@ -253,7 +261,9 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           code: 'interrupted',
           reason: `cancelled by ${actor} during the run; nothing was published${CLEANED_UP}. Retry it: a collision on retry means it did publish`,
         };
-        const run = await db.withTenant(t, async (tx) => {
+        // A run of this process lives, whatever its heartbeat says: it is stopped here, below.
+        const here = runner.runsHere(id);
+        const { run, ended } = await db.withTenant(t, async (tx) => {
           const [running] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
           const notRunning = (status: string) => new ConflictError(`run ${id} is ${status}: only a Running run can be cancelled`);
           if (running!.status !== 'Running') throw notRunning(running!.status);
@@ -261,8 +271,17 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           const standing = await requestStopFirst(tx, id, stop);
           if (standing && 'status' in standing) throw notRunning(standing.status);
           if (standing) throw new ConflictError(`run ${id} is being stopped already: ${standing.reason}`);
-          return running!;
+          // No live process holds it (no heartbeat for svc.export.run-stale-after, its publication
+          // lock free; the sweep's rule): nothing would read the request, so it ends now, the lock
+          // taken until the commit (a publication that comes after finds it Failed). Its process
+          // cleaned nothing up.
+          if (!here && (await failIfDead(tx, id, staleAfterMs, deadRunStop(actor, staleAfterMs)))) return { run: (await runById(tx, id))!, ended: true };
+          return { run: running!, ended: false };
         });
+        if (ended) {
+          logger().warn({ runId: id, tenantId: t, export: run.exportName }, `export run ${id} of ${run.exportName} failed as interrupted on cancel: no heartbeat for ${staleAfterMs} ms`);
+          return run;
+        }
         runner.stop(run.id, stop);
         return run;
       },

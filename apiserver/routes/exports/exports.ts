@@ -176,7 +176,7 @@ export const exportRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/exports/{name}/runs/{id}/cancel', operationId: 'cancelExportRun', summary: 'Stop a Running run (202)', tags: ['Exports'],
     auth: ['svc_integrator'], params: runParams,
     description:
-      'The run ends Failed `interrupted` with a reason naming who cancelled it: at once when the process serving the call runs it, else at that process\'s next heartbeat (`svc.export.heartbeat-every`). Nothing is published (the temporary file is removed, the multipart upload aborted), unless the run had published already: it then ends Completed. Answers the run as it was when the stop was asked; follow it at GET /api/exports/{name}/runs/{id}. 409 for a run that has ended.',
+      'The run ends Failed `interrupted` with a reason naming who cancelled it: at once when the process serving the call runs it, else at that process\'s next heartbeat (`svc.export.heartbeat-every`). Nothing is published (the temporary file is removed, the multipart upload aborted), unless the run had published already: it then ends Completed. A run no live process holds (no heartbeat for `svc.export.run-stale-after`, and not publishing) ends at once, the reason naming who cancelled it and saying a partial file may be left behind; the answer then shows it Failed. Otherwise answers the run as it was when the stop was asked; follow it at GET /api/exports/{name}/runs/{id}. 409 for a run that has ended.',
     responses: {
       202: { description: 'Stop requested', schema: exportRunSchema },
       409: { description: 'The run has ended (Completed or Failed)', schema: errorBody },

@@ -401,20 +401,35 @@ export const INTERRUPTED_REASON = 'the hub stopped during the run; a partial fil
  * publication that comes after waits and then finds the run Failed. Returns them.
  */
 export async function failInterrupted(tx: Tx, staleMs: number): Promise<Array<{ id: string; tenantId: number; exportName: string }>> {
+  return failDead(tx, staleMs, { code: 'interrupted', reason: INTERRUPTED_REASON });
+}
+
+/**
+ * Ends one Running run now with `stop`, when no live process holds it (the interrupted-run sweep's
+ * rule, `failInterrupted`: no heartbeat for `staleMs`, its publication lock free, taken until the
+ * transaction ends): a cancel of a run whose process died. False when a process may still run it
+ * (it reads the stop request) or the run has ended. The reason stored as the runner stores a stop's.
+ */
+export async function failIfDead(tx: Tx, id: string, staleMs: number, stop: StopRequest): Promise<boolean> {
+  return (await failDead(tx, staleMs, { code: stop.code, reason: storableUpstreamMessage(stop.reason) }, id)).length === 1;
+}
+
+/** Fails the Running runs (one, with `id`) with no heartbeat for `staleMs` whose publication lock is free, taking the lock. */
+async function failDead(tx: Tx, staleMs: number, end: StopRequest, id?: string): Promise<Array<{ id: string; tenantId: number; exportName: string }>> {
   const { rows } = await tx.query<{ id: string; tenant_id: number; export_name: string }>(
     // The lock is tried on the stale runs alone (a condition of the materialised CTE's rows, never
     // pushed down to a scan of every run); the status is checked again on the row locked.
     `with stale as materialized (
-       select id from exports.runs where status = 'Running' and heartbeat_at < now() - make_interval(secs => $1)
+       select id from exports.runs where status = 'Running' and heartbeat_at < now() - make_interval(secs => $1) and ($4::uuid is null or id = $4::uuid)
      )
-     update exports.runs set status = 'Failed', ended_at = now(), failure_code = 'interrupted', failure_reason = $2
+     update exports.runs set status = 'Failed', ended_at = now(), failure_code = $3, failure_reason = $2
       where id in (
         select r.id from exports.runs r
          where r.id in (select s.id from stale s where pg_try_advisory_xact_lock(${publicationLock('s.id')}))
            and r.status = 'Running'
            for update of r skip locked)
       returning id, tenant_id, export_name`,
-    [staleMs / 1000, INTERRUPTED_REASON],
+    [staleMs / 1000, end.reason, end.code, id ?? null],
   );
   return rows.map((r) => ({ id: r.id, tenantId: Number(r.tenant_id), exportName: r.export_name }));
 }
