@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
@@ -527,4 +527,35 @@ describe('hub.pid as earlier versions read it (their lock logic, copied from com
       for (const c of contenders) c.child.stdin!.end();
     }
   }, 120_000);
+});
+
+describe('hub.holder where the file system refuses it', () => {
+  const me = here();
+  // chattr and mount need root (CI runs as root).
+  (process.getuid?.() === 0 ? it : it.skip)('a rename refused (an immutable hub.holder) or a write refused (a full disk) fails the start and leaves no temporary file beside hub.holder', async () => {
+    const dir = lockDir();
+    const holder = join(dir, 'hub.holder');
+    writeFileSync(holder, lockFile(gonePid(), me, true)); // stale: written under the lock by a hub that has exited
+    execFileSync('chattr', ['+i', holder]);
+    try {
+      await expect(lockDataDir(dir)).rejects.toThrow(/^EPERM: operation not permitted, rename '.+\.tmp' -> '.+\/hub\.holder'$/);
+    } finally {
+      execFileSync('chattr', ['-i', holder]);
+    }
+    // Was: hub.holder.<pid>.<random>.tmp left at each start so refused.
+    expect(readdirSync(dir).sort()).toEqual(['hub.holder', 'hub.lock']);
+
+    const full = lockDir();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0755', 'tmpfs', full]);
+    try {
+      writeFileSync(join(full, 'hub.lock'), '');
+      // The file system filled: the filler's write stops at its end.
+      expect(() => writeFileSync(join(full, 'filler'), Buffer.alloc(128 * 1024))).toThrow(/ENOSPC/);
+      await expect(lockDataDir(full)).rejects.toThrow(/^ENOSPC: no space left on device, write$/);
+      // Was: an empty hub.holder.<pid>.<random>.tmp (made, its bytes refused) left at each start.
+      expect(readdirSync(full).sort()).toEqual(['filler', 'hub.lock']);
+    } finally {
+      execFileSync('umount', [full]);
+    }
+  });
 });

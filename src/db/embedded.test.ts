@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -120,6 +120,65 @@ describe('embedded PostgreSQL', () => {
       }
     },
     120_000,
+  );
+
+  (asRoot ? it : it.skip)(
+    'run as root from a 0700 directory: a copy of the binaries that fails part-way (a full disk) leaves nothing behind; one a hub killed part-way left is removed by the next start',
+    async () => {
+      const home = tempDir(0o700);
+      const install = join(home, 'node_modules', 'pg-install');
+      mkdirSync(dirname(install), { recursive: true });
+      cpSync(await packagedInstall(), install, { recursive: true, verbatimSymlinks: true });
+      const dataDir = join(home, '.svc');
+      // A runtime directory on a file system of 4 MiB: the binaries (tens of MB) do not fit.
+      const full = join(tempDir(), 'runtime');
+      mkdirSync(full);
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m,mode=0755', 'tmpfs', full]);
+      try {
+        await expect(startEmbedded({ dataDir, installDir: install, runtimeDir: full })).rejects.toThrow(
+          new RegExp(`^could not copy the PostgreSQL binaries from ${install} to ${full}/postgres-[0-9a-f]{16}, where the postgres OS user reaches them: ENOSPC`),
+        );
+        // Was: the partial copy, postgres-<hash>.<pid>.tmp, left filling the disk.
+        expect(readdirSync(full)).toEqual([]);
+      } finally {
+        execFileSync('umount', [full]);
+      }
+      // A hub killed while it copies (stopped as soon as its partial copy appears, then killed).
+      const runtimeDir = join(tempDir(), 'runtime');
+      mkdirSync(runtimeDir);
+      const copier = spawn(
+        process.execPath,
+        [
+          '--import',
+          'tsx',
+          '--input-type=module',
+          '-e',
+          `import { startEmbedded } from ${JSON.stringify(join(packageRoot(), 'src', 'db', 'embedded.ts'))}; await startEmbedded(${JSON.stringify({ dataDir: join(home, 'other'), installDir: install, runtimeDir })});`,
+        ],
+        { stdio: 'ignore', env: { PATH: process.env.PATH, HOME: process.env.HOME, SVC_LOG_LEVEL: 'error' } },
+      );
+      children.push(copier);
+      const watcher = watch(runtimeDir, (_, name) => {
+        if (String(name).endsWith('.tmp')) copier.kill('SIGSTOP');
+      });
+      try {
+        await until('the copier to begin its copy', () => readdirSync(runtimeDir).some((name) => name.endsWith(`.${copier.pid}.tmp`)), 60_000);
+      } finally {
+        watcher.close();
+      }
+      copier.kill('SIGKILL');
+      await until('the copier to exit', () => copier.signalCode !== null);
+      expect(readdirSync(runtimeDir).filter((name) => name.endsWith('.tmp'))).toHaveLength(1);
+      const db = await startEmbedded({ dataDir, installDir: install, runtimeDir });
+      try {
+        expect(await answers(db.url)).toBe(1);
+        // Was: the killed hub's partial copy kept for ever beside the whole one.
+        expect(readdirSync(runtimeDir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+      } finally {
+        await db.stop();
+      }
+    },
+    180_000,
   );
 
   it('an initdb killed part-way leaves nothing the next start takes for a cluster: it works beside it and renames it whole; leftovers go', async () => {

@@ -454,11 +454,37 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
   logger().info({ from: install, to: target }, 'the postgres OS user cannot reach the PostgreSQL binaries: copying them');
   mkdirSync(runtimeDir, { recursive: true, mode: 0o755 });
   chmodSync(runtimeDir, 0o755);
-  const partial = `${target}.${process.pid}.tmp`;
+  const place = placeTag();
+  removePartialCopies(runtimeDir, place);
+  const partial = `${target}.${place}.${process.pid}.tmp`;
   rmSync(partial, { recursive: true, force: true });
-  cpSync(install, partial, { recursive: true, verbatimSymlinks: true });
-  renameSync(partial, target);
+  try {
+    cpSync(install, partial, { recursive: true, verbatimSymlinks: true });
+    renameSync(partial, target);
+  } catch (err) {
+    // Tens of megabytes: not left behind (a full disk, the copy refused part-way).
+    rmSync(partial, { recursive: true, force: true });
+    throw new Error(`could not copy the PostgreSQL binaries from ${install} to ${target}, where the postgres OS user reaches them: ${(err as Error).message}`);
+  }
   return target;
+}
+
+/**
+ * This process's place (here()) as the short tag a partial copy of the binaries is named by: a
+ * copy's pid is judged only in the place whose pids it names (the runtime directory may be shared
+ * with another container).
+ */
+function placeTag(): string {
+  const me = here();
+  return createHash('sha256').update(`${me.host}\n${me.boot ?? ''}\n${me.pidns ?? ''}`).digest('hex').slice(0, 8);
+}
+
+/** What a copy of the binaries by a hub of this place killed part-way (`kill -9`, the machine's power) left in the runtime directory: removed. */
+function removePartialCopies(runtimeDir: string, place: string): void {
+  for (const name of readdirSync(runtimeDir)) {
+    const pid = new RegExp(`^postgres-[0-9a-f]{16}\\.${place}\\.(\\d+)\\.tmp$`).exec(name)?.[1];
+    if (pid !== undefined && Number(pid) !== process.pid && !isAlive(Number(pid))) rmSync(join(runtimeDir, name), { recursive: true, force: true });
+  }
 }
 
 /**
@@ -1075,7 +1101,7 @@ async function replaceUnderLock(dataDir: string, me: Place): Promise<Holder | un
   const compatContentFound = readIfThere(compatPath);
   const compat = compatContentFound === undefined ? undefined : parseHolder(compatContentFound);
   if (compat) refuse(compat, judgeCompat(compat, me, true, holder), compatPath);
-  renameSync(filledBeside(path, lockContent(process.pid, me, true)), path);
+  replaceWhole(path, lockContent(process.pid, me, true));
   try {
     await takeCompat(dataDir, me, true, holder);
   } catch (err) {
@@ -1147,8 +1173,7 @@ async function takeFile(path: string, mine: string, judge: (holder: Holder) => V
     }
     try {
       if (readIfThere(path) === content) {
-        const next = filledBeside(path, mine);
-        renameSync(next, path);
+        replaceWhole(path, mine);
         return { replaced: holder };
       }
     } finally {
@@ -1181,11 +1206,31 @@ function createExclusive(path: string, content: string): boolean {
   }
 }
 
-/** A new file beside `path` holding `content`, for a link or a rename into place. */
+/**
+ * A new file beside `path` holding `content`, for a link or a rename into place; removed again when
+ * its write fails (a full disk makes the file, then refuses its bytes).
+ */
 function filledBeside(path: string, content: string): string {
   const file = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(file, content, { flag: 'wx', mode: 0o644 });
+  try {
+    writeFileSync(file, content, { flag: 'wx', mode: 0o644 });
+  } catch (err) {
+    // EEXIST: not this call's file.
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') rmSync(file, { force: true });
+    throw err;
+  }
   return file;
+}
+
+/** `path` made to hold `content`, whole at once (a file filled beside it, renamed into place); nothing left beside it when the rename fails. */
+function replaceWhole(path: string, content: string): void {
+  const file = filledBeside(path, content);
+  try {
+    renameSync(file, path);
+  } catch (err) {
+    rmSync(file, { force: true });
+    throw err;
+  }
 }
 
 function readIfThere(path: string): string | undefined {
