@@ -363,6 +363,43 @@ describe('hub.pid across places (machines, containers, pid namespaces sharing th
     expect(readFileSync(join(dir, 'hub.pid'), 'utf8')).toBe(stale);
   });
 
+  it("without flock: a signal while the start waits for another start of this place replacing the same stale file (its gate held) ends the wait at once with the signal's reason, nothing of its own left", async () => {
+    const stale = String(gonePid());
+    const dir = lockDir(stale);
+    const gate = join(dir, `hub.pid.stale-${createHash('sha256').update(stale).digest('hex').slice(0, 12)}`);
+    // The gate of a start that stays inside it (a live process of this place).
+    const other = spawn('sleep', ['600'], { stdio: 'ignore' });
+    children.push(other);
+    writeFileSync(gate, lockFile(other.pid!, me));
+    const race = async (interrupt?: AbortController) => {
+      const logs = captureLogs('warn');
+      try {
+        return await withoutFlock(async () => {
+          const taking = lockDataDir(dir, interrupt?.signal).then(
+            () => 'taken',
+            (err: Error) => err.message,
+          );
+          // Said right before the race for hub.holder and hub.pid begins.
+          await until('the start to race for the files', () => logs.raw().includes('no kernel lock'));
+          const began = performance.now();
+          interrupt?.abort(new Error('SIGTERM'));
+          return { outcome: await taking, ms: performance.now() - began };
+        });
+      } finally {
+        logs.restore();
+      }
+    };
+    // Without a signal: the start tries again every 10 ms, 200 times, then gives up.
+    const unsignalled = await race();
+    expect(unsignalled.outcome).toBe(`could not lock ${join(dir, 'hub.pid')}: it keeps changing`);
+    const signalled = await race(new AbortController());
+    // Was: the signal waited for, the start refused as above once its tries were spent.
+    expect(signalled.outcome).toBe('SIGTERM');
+    expect(signalled.ms).toBeLessThan(unsignalled.ms / 4);
+    expect(readdirSync(dir).sort()).toEqual(['hub.lock', 'hub.pid', gate.slice(dir.length + 1)]);
+    other.kill('SIGKILL');
+  });
+
   it('a file of this host\'s previous boot: under the kernel lock, taken over (a restart frees the lock); without it, refused like any other place\'s', async () => {
     const before = { host: me.host, boot: '0f2c3b4a-0000-4000-8000-000000000002', pidns: '4026531836' };
     const locked = lockDir(lockFile(1, before, true));

@@ -937,8 +937,9 @@ const HOLDER_WAIT_MS = 5_000;
  *
  * hub.pid is written whole beside its place and renamed into it. Resolves to what was taken.
  *
- * `interrupt` (a signal during the start) ends the wait for a holder to show itself, and for an
- * orphan to stop (stopOrphan), at once: the start fails with its reason, nothing taken or written.
+ * `interrupt` (a signal during the start) ends the wait for a holder to show itself, for another
+ * start replacing the same stale holder file (takeFile), and for an orphan to stop (stopOrphan), at
+ * once: the start fails with its reason, nothing taken or written.
  */
 export async function lockDataDir(dataDir: string, interrupt?: AbortSignal): Promise<DataDirLock> {
   const key = resolve(dataDir);
@@ -950,7 +951,7 @@ export async function lockDataDir(dataDir: string, interrupt?: AbortSignal): Pro
   try {
     const got = await takeKernelLock(dataDir, fd, me, interrupt);
     if (got === 'acquired') {
-      const replaced = await replaceUnderLock(dataDir, me);
+      const replaced = await replaceUnderLock(dataDir, me, interrupt);
       heldLocks.set(key, fd);
       kept = true;
       return { certain: true, replaced };
@@ -963,10 +964,10 @@ export async function lockDataDir(dataDir: string, interrupt?: AbortSignal): Pro
     if (!kept) closeSync(fd);
   }
   const holderPath = join(dataDir, HOLDER_FILE);
-  const taken = await takeFile(holderPath, lockContent(process.pid, me, false), (holder) => judgeHolder(holder, me));
+  const taken = await takeFile(holderPath, lockContent(process.pid, me, false), (holder) => judgeHolder(holder, me), interrupt);
   if ('held' in taken) throw new DataDirInUse(dataDir, taken.held.pid, taken.elsewhere ? taken.held.place : undefined, { file: taken.file });
   try {
-    const compat = await takeCompat(dataDir, me, false, taken.replaced);
+    const compat = await takeCompat(dataDir, me, false, taken.replaced, interrupt);
     return { certain: false, replaced: taken.replaced ?? compat };
   } catch (err) {
     rmSync(holderPath, { force: true }); // this start's own, made a moment ago
@@ -981,8 +982,8 @@ export async function lockDataDir(dataDir: string, interrupt?: AbortSignal): Pro
  * holder there (an earlier version's hub) refuses the start (DataDirInUse). Resolves to the stale
  * file replaced, if any.
  */
-async function takeCompat(dataDir: string, me: Place, underLock: boolean, replaced: Holder | undefined): Promise<Holder | undefined> {
-  const taken = await takeFile(join(dataDir, PID_FILE), compatContent(process.pid), (found) => judgeCompat(found, me, underLock, replaced));
+async function takeCompat(dataDir: string, me: Place, underLock: boolean, replaced: Holder | undefined, interrupt: AbortSignal | undefined): Promise<Holder | undefined> {
+  const taken = await takeFile(join(dataDir, PID_FILE), compatContent(process.pid), (found) => judgeCompat(found, me, underLock, replaced), interrupt);
   if ('held' in taken) throw new DataDirInUse(dataDir, taken.held.pid, taken.elsewhere ? taken.held.place : undefined, { file: taken.file });
   return taken.replaced;
 }
@@ -1089,7 +1090,7 @@ function hasOpen(pid: number, path: string): boolean {
  * identity rules, both files before either is written, so a refused start changes nothing. Resolves
  * to the file replaced.
  */
-async function replaceUnderLock(dataDir: string, me: Place): Promise<Holder | undefined> {
+async function replaceUnderLock(dataDir: string, me: Place, interrupt: AbortSignal | undefined): Promise<Holder | undefined> {
   const path = join(dataDir, HOLDER_FILE);
   const content = readIfThere(path);
   const holder = content === undefined ? undefined : parseHolder(content);
@@ -1103,7 +1104,7 @@ async function replaceUnderLock(dataDir: string, me: Place): Promise<Holder | un
   if (compat) refuse(compat, judgeCompat(compat, me, true, holder), compatPath);
   replaceWhole(path, lockContent(process.pid, me, true));
   try {
-    await takeCompat(dataDir, me, true, holder);
+    await takeCompat(dataDir, me, true, holder, interrupt);
   } catch (err) {
     rmSync(path, { force: true }); // an earlier version's start took PID_FILE in between
     throw err;
@@ -1150,10 +1151,12 @@ type Taken = { replaced: Holder | undefined } | { held: Holder; elsewhere: boole
  * replacement goes through a gate, `<path>.stale-<hash of its content>`, taken the same way (so a
  * gate left by a start killed inside it is taken over in turn): only the process that holds the gate
  * replaces the file, and only while it still has the content judged stale; every change of the file
- * from that content passes the gate.
+ * from that content passes the gate. `interrupt` ends the wait for another start's gate at once,
+ * failing with its reason.
  */
-async function takeFile(path: string, mine: string, judge: (holder: Holder) => Verdict): Promise<Taken> {
+async function takeFile(path: string, mine: string, judge: (holder: Holder) => Verdict, interrupt: AbortSignal | undefined): Promise<Taken> {
   for (let attempt = 0; attempt < 200; attempt++) {
+    interrupt?.throwIfAborted();
     if (createExclusive(path, mine)) return { replaced: undefined };
     const content = readIfThere(path);
     if (content === undefined) continue; // released meanwhile
@@ -1163,12 +1166,13 @@ async function takeFile(path: string, mine: string, judge: (holder: Holder) => V
     const gate = `${path}.stale-${createHash('sha256').update(content).digest('hex').slice(0, 12)}`;
     // A gate is judged by the identity rules alone (one left by a killed start of another place is never taken).
     const me = here();
-    const gated = await takeFile(gate, mine, (found) => judgeHolder(found, me));
+    const gated = await takeFile(gate, mine, (found) => judgeHolder(found, me), interrupt);
     // A gate of another place was left by a start there, perhaps killed in it: never taken from here.
     if ('held' in gated && gated.elsewhere) return gated;
     if ('held' in gated) {
-      // Another start is replacing the same stale file this very moment: see what it made.
-      await new Promise((r) => setTimeout(r, 10));
+      // Another start is replacing the same stale file this very moment: see what it made. A
+      // signal ends the wait at once (up to 200 of them otherwise: two seconds).
+      await pause(10, interrupt);
       continue;
     }
     try {
