@@ -378,6 +378,59 @@ describe('Lease requests the API server does not answer', () => {
       await leadership.stop();
     }
   });
+
+  /**
+   * Leadership (checking every 100 ms, each request bounded at 5 s) stopped while its next check
+   * waits on the Lease's read, which the stand-in holds: how long the stop took, and what it logged.
+   */
+  async function stoppedWhileChecking(leadership: Leadership, name: string) {
+    const release = api.stallNext('GET', new RegExp(`/leases/${name}$`));
+    const logs = captureLogs('info');
+    try {
+      await until('a check to wait on the Lease', () => release.held === 1, 5_000);
+      const stopping = performance.now();
+      await leadership.stop();
+      const ms = performance.now() - stopping;
+      await until('the stand-in to see the request given up', () => release.abandoned === 1, 3_000);
+      return { ms, logs: logs.raw() };
+    } finally {
+      logs.restore();
+      release();
+      await leadership.stop();
+    }
+  }
+  const REQUEST_BOUND_MS = 5_000;
+
+  it('the stop cuts a renewal waiting on an API server that does not answer, and releases at once: no renewal failure logged, the Lease freed', async () => {
+    const name = leaseName();
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 15, requestTimeoutMs: REQUEST_BOUND_MS });
+    const leadership = new Leadership(a, { checkEvery: 100 });
+    await leadership.start();
+    expect(a.isLeader()).toBe(true);
+    const { ms, logs } = await stoppedWhileChecking(leadership, name);
+    // Was: the stop waited for the renewal's request to reach its bound (5 s), then released.
+    expect(ms).toBeLessThan(REQUEST_BOUND_MS / 5);
+    expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: '', leaseDurationSeconds: 1 }));
+    expect(logs).not.toMatch(/Lease renewal failed|leader election failed|could not release/);
+    // Started again, it leads again: the stop cut only the check under way.
+    await leadership.start();
+    expect(a.isLeader()).toBe(true);
+    await leadership.stop();
+  });
+
+  it('the stop cuts an acquisition waiting on an API server that does not answer: the stop ends at once, no failure logged', async () => {
+    const name = leaseName();
+    const holder = elector(name, 'pod-a', { leaseDurationSeconds: 15 });
+    expect(await holder.acquire()).toBe(true);
+    const leadership = new Leadership(elector(name, 'pod-b', { leaseDurationSeconds: 15, requestTimeoutMs: REQUEST_BOUND_MS }), { checkEvery: 100 });
+    await leadership.start();
+    const { ms, logs } = await stoppedWhileChecking(leadership, name);
+    // Was: the stop waited for the acquisition's request to reach its bound (5 s).
+    expect(ms).toBeLessThan(REQUEST_BOUND_MS / 5);
+    expect(logs).not.toMatch(/leader election failed/);
+    expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-a' }));
+    await holder.release();
+  });
 });
 
 describe('the leader elector factory (cmd/leader.ts)', () => {

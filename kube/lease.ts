@@ -28,9 +28,10 @@ import type { KubeTarget } from './kube-config.js';
  *
  * Each request is aborted (its connection closed) once its bound has passed, and, made within a
  * start (src/db/pool.ts `interruptibleStart`: the hub's, the operator's election), once a signal
- * interrupts that start: an API server that does not answer holds neither the start nor its stop.
- * The release is not cut: it is sent after the signal, within its own bound, so another process
- * takes over at once.
+ * interrupts that start; and a check's (acquire, renew) once the stop begins (`stopping`, which
+ * Leadership.stop calls before it waits for the check under way): an API server that does not
+ * answer holds neither the start nor its stop. The release is not cut: it is sent after the signal,
+ * within its own bound, so another process takes over at once.
  *
  * MicroTime: the API server decodes `acquireTime`/`renewTime` with the layout
  * `2006-01-02T15:04:05.000000Z07:00` (exactly six fractional digits) and answers 400 to anything
@@ -108,6 +109,8 @@ export class LeaseElector implements LeaderElector {
   /** When (monotonic) the last successful acquisition or renewal began. */
   private renewedAt = 0;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Aborted by `stopping`: the requests of the checks (acquire, renew) begun before it. */
+  private checks = new AbortController();
 
   constructor(options: LeaseElectorOptions) {
     this.name = options.name;
@@ -153,27 +156,41 @@ export class LeaseElector implements LeaderElector {
     return this.serial(() => this.releaseOnce());
   }
 
+  /**
+   * The stop has begun: the check under way (a renewal or an acquisition waiting on the API server)
+   * is cut at once, its requests aborted, so the release that follows does not wait for them; a
+   * renewal so cut keeps the leadership for the release to give up, and logs no failure.
+   */
+  stopping(): void {
+    this.checks.abort(new Error(`the stop cut a request of the Lease ${this.namespace}/${this.name}`));
+    this.checks = new AbortController();
+  }
+
   // ---- the protocol -----------------------------------------------------------------------------
 
   private async tryAcquire(): Promise<boolean> {
+    const check = this.checks.signal;
     const started = monotonic();
-    const lease = await this.read();
+    const lease = await this.read(check);
     if (!lease) {
       const now = microTime();
       try {
-        const created = await this.call('create', (api, options) =>
-          api.createNamespacedLease(
-            {
-              namespace: this.namespace,
-              body: {
-                apiVersion: 'coordination.k8s.io/v1',
-                kind: 'Lease',
-                metadata: { name: this.name, namespace: this.namespace, labels: { 'app.kubernetes.io/managed-by': 'svc-hub' } },
-                spec: { holderIdentity: this.identity, leaseDurationSeconds: this.durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+        const created = await this.call(
+          'create',
+          (api, options) =>
+            api.createNamespacedLease(
+              {
+                namespace: this.namespace,
+                body: {
+                  apiVersion: 'coordination.k8s.io/v1',
+                  kind: 'Lease',
+                  metadata: { name: this.name, namespace: this.namespace, labels: { 'app.kubernetes.io/managed-by': 'svc-hub' } },
+                  spec: { holderIdentity: this.identity, leaseDurationSeconds: this.durationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+                },
               },
-            },
-            options,
-          ),
+              options,
+            ),
+          check,
         );
         this.elected(created, started);
         return true;
@@ -199,7 +216,7 @@ export class LeaseElector implements LeaderElector {
       leaseTransitions: (spec.leaseTransitions ?? 0) + (mine ? 0 : 1),
     };
     try {
-      const written = await this.replace(lease, next);
+      const written = await this.replace(lease, next, check);
       if (holder && !mine) logger().info({ previous: holder, lease: `${this.namespace}/${this.name}` }, `took over the expired Lease from ${holder}`);
       this.elected(written, started);
       return true;
@@ -212,9 +229,10 @@ export class LeaseElector implements LeaderElector {
 
   private async renewOnce(): Promise<boolean> {
     if (!this.leader) return false;
+    const check = this.checks.signal;
     const started = monotonic();
     try {
-      const lease = await this.read();
+      const lease = await this.read(check);
       if (!lease) {
         this.lost('the Lease was deleted');
         return false;
@@ -224,7 +242,7 @@ export class LeaseElector implements LeaderElector {
         this.lost(holder ? `the Lease is held by ${holder}` : 'the Lease was released by someone else');
         return false;
       }
-      const written = await this.replace(lease, { ...lease.spec, leaseDurationSeconds: this.durationSeconds, renewTime: microTime() });
+      const written = await this.replace(lease, { ...lease.spec, leaseDurationSeconds: this.durationSeconds, renewTime: microTime() }, check);
       this.observe(written);
       this.renewedAt = started;
       return true;
@@ -233,6 +251,11 @@ export class LeaseElector implements LeaderElector {
       if (code === 409 || code === 404) {
         this.lost(code === 409 ? 'conflict on renewal: the Lease was written by another process' : 'the Lease was deleted');
         return false;
+      }
+      // Cut by the stop: the release follows at once.
+      if (check.aborted) {
+        logger().debug({ err: errorText(err) }, `Lease renewal cut by the stop (${this.description})`);
+        return true;
       }
       const since = monotonic() - this.renewedAt;
       const message = errorText(err);
@@ -252,12 +275,12 @@ export class LeaseElector implements LeaderElector {
     if (!this.leader) return;
     this.leader = false;
     try {
-      // Not cut by a start's interruption (the class comment): the handover is worth its bound.
-      const lease = await this.read(false);
+      // Not cut by a start's interruption nor by the stop (the class comment): the handover is worth its bound.
+      const lease = await this.read(undefined);
       if (!lease || lease.spec?.holderIdentity !== this.identity) return;
       const now = microTime();
       // As client-go's ReleaseOnCancel: no holder, a 1 s duration, the transition count kept.
-      await this.replace(lease, { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now }, false);
+      await this.replace(lease, { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now }, undefined);
       logger().info(`released the leadership (${this.description})`);
     } catch (err) {
       logger().warn({ err: errorText(err) }, `could not release the Lease ${this.namespace}/${this.name}; another process takes over when it expires`);
@@ -292,10 +315,10 @@ export class LeaseElector implements LeaderElector {
     return this.observed !== undefined && monotonic() - this.observed.at >= seconds * 1000;
   }
 
-  /** `cut`: aborted by the interruption of the start making it (`call`). */
-  private async read(cut = true): Promise<V1Lease | undefined> {
+  /** `check`: a check's, aborted by it and by the interruption of the start making it (`call`); undefined: the release's. */
+  private async read(check: AbortSignal | undefined): Promise<V1Lease | undefined> {
     try {
-      const lease = await this.call('read', (api, options) => api.readNamespacedLease({ name: this.name, namespace: this.namespace }, options), cut);
+      const lease = await this.call('read', (api, options) => api.readNamespacedLease({ name: this.name, namespace: this.namespace }, options), check);
       this.observe(lease);
       return lease;
     } catch (err) {
@@ -305,7 +328,7 @@ export class LeaseElector implements LeaderElector {
   }
 
   /** PUT with the resourceVersion of `current`: a 409 when anyone wrote the Lease since. */
-  private replace(current: V1Lease, spec: V1LeaseSpec, cut = true): Promise<V1Lease> {
+  private replace(current: V1Lease, spec: V1LeaseSpec, check: AbortSignal | undefined): Promise<V1Lease> {
     return this.call(
       'replace',
       (api, options) =>
@@ -317,22 +340,25 @@ export class LeaseElector implements LeaderElector {
           },
           options,
         ),
-      cut,
+      check,
     );
   }
 
   /**
    * One API request, bounded (a hung connection must not outlive the renew deadline unnoticed):
-   * past its bound it is aborted, its connection closed. With `cut`, a signal interrupting the start
-   * that makes it (`startInterrupt`) aborts it at once, and the client's loading before it: it fails
-   * with the signal's reason.
+   * past its bound it is aborted, its connection closed. A check's (`check`): a signal interrupting
+   * the start that makes it (`startInterrupt`) aborts it at once, and the client's loading before
+   * it, as does the stop (`check` aborted): it fails with the signal's reason, or the stop's.
    */
-  private async call<T>(what: string, request: (api: CoordinationV1Api, options: ConfigurationOptions) => Promise<T>, cut = true): Promise<T> {
-    const interrupt = cut ? startInterrupt() : undefined;
+  private async call<T>(what: string, request: (api: CoordinationV1Api, options: ConfigurationOptions) => Promise<T>, check: AbortSignal | undefined): Promise<T> {
+    const interrupt = check ? startInterrupt() : undefined;
     interrupt?.throwIfAborted();
+    check?.throwIfAborted();
     const abort = new AbortController();
     const onInterrupt = () => abort.abort(interrupt?.reason);
+    const onStop = () => abort.abort(check?.reason);
     interrupt?.addEventListener('abort', onInterrupt, { once: true });
+    check?.addEventListener('abort', onStop, { once: true });
     const aborted = new Promise<never>((_, reject) => abort.signal.addEventListener('abort', () => reject(abort.signal.reason), { once: true }));
     let timer: NodeJS.Timeout | undefined;
     const requesting = (async () => {
@@ -350,6 +376,7 @@ export class LeaseElector implements LeaderElector {
     } finally {
       clearTimeout(timer);
       interrupt?.removeEventListener('abort', onInterrupt);
+      check?.removeEventListener('abort', onStop);
     }
   }
 

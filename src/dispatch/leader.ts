@@ -26,6 +26,12 @@ export interface LeaderElector {
   isLeader(): boolean;
   /** Called when leadership is lost other than by `release` (connection or lease gone). Returns an unsubscribe. */
   onLost(listener: () => void): () => void;
+  /**
+   * Optional: the stop has begun (Leadership.stop, before it waits for the check under way): that
+   * check may be cut at once, so that the release does not wait for it (a Lease's request to an API
+   * server that does not answer).
+   */
+  stopping?(): void;
 }
 
 /**
@@ -215,6 +221,7 @@ export class Leadership {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
+    this.elector.stopping?.();
     await this.checking;
     await this.elector.release();
   }
@@ -247,6 +254,7 @@ export class Leadership {
       } catch (err) {
         // Cut by a signal during the start (src/db/pool.ts): the start ends, saying so itself.
         if (startInterrupt()?.aborted) logger().debug({ err: loggableMessage(err) }, `leader election cut by the start's interruption (${this.elector.description})`);
+        else if (this.stopped) logger().debug({ err: loggableMessage(err) }, `leader election cut by the stop (${this.elector.description})`);
         else logger().warn({ err: loggableMessage(err) }, `leader election failed (${this.elector.description}); trying again`);
       }
     })().finally(() => {
