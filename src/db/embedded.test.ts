@@ -11,6 +11,7 @@ import { embeddedUrl, freePort, here, isLive, socketDirFor, startEmbedded } from
 import { endPool, resilientPool } from './pool.js';
 import { freeze, thaw } from '../../test/harness/freeze.js';
 import { until } from '../../test/harness/until.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { lockFree, withoutFlock } from '../../test/harness/data-dir-lock.js';
 
 /** The embedded PostgreSQL launcher against the real binaries: root in a 0700 directory, stale pid files, the kernel lock on the data directory. */
@@ -366,15 +367,66 @@ describe('embedded PostgreSQL', () => {
     }
   }, 180_000);
 
+  it('an orphan whose postmaster ignores both shutdowns (stopped) with none of its children left is killed; the next server recovers the cluster and serves', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const { clusterDir, postmaster } = await orphaned(dataDir, async (url) => {
+      const setup = new pg.Client({ connectionString: url });
+      await setup.connect();
+      await setup.query('create table kept (n int); insert into kept values (42)');
+      await setup.end();
+    });
+    const children = serverProcesses(clusterDir).slice(1);
+    // The postmaster stopped (SIGSTOP: it acts on no signal but SIGKILL), its children gone.
+    process.kill(postmaster, 'SIGSTOP');
+    for (const child of children) process.kill(child, 'SIGKILL');
+    await until('its children to exit', () => children.every((child) => !isLive(child)));
+    const logs = captureLogs('warn');
+    let db: Awaited<ReturnType<typeof startEmbedded>>;
+    try {
+      // Was: refused after both waits, 'PostgreSQL pid … does not stop'.
+      db = await startEmbedded({ dataDir, stopWaitMs: 600 });
+    } finally {
+      logs.restore();
+      // Stopped, it would act on no signal of the cleanup's.
+      if (isLive(postmaster)) process.kill(postmaster, 'SIGKILL');
+    }
+    try {
+      expect(isLive(postmaster)).toBe(false);
+      expect(logs.lines().map((l) => l.msg)).toContain(
+        'the embedded PostgreSQL a previous hub left running did not stop within 200 ms of an immediate shutdown, and none of its children is left: killed (the next start recovers from the WAL)',
+      );
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        expect((await client.query('select n from kept')).rows).toEqual([{ n: 42 }]);
+      } finally {
+        await client.end();
+      }
+    } finally {
+      await db.stop();
+    }
+  }, 180_000);
+
+  it('an orphan whose processes are all frozen is left alone once both shutdowns went unanswered: the start fails saying so', async () => {
+    const dataDir = join(tempDir(), 'data');
+    const { clusterDir, postmaster } = await orphaned(dataDir);
+    const frozen = freeze(clusterDir);
+    try {
+      await expect(startEmbedded({ dataDir, stopWaitMs: 600 })).rejects.toThrow(
+        new RegExp(`^PostgreSQL pid ${postmaster} on ${clusterDir} does not stop \\(neither a fast nor an immediate shutdown, ${frozen.length - 1} of its processes still running: frozen, or its disk hung\\?\\)$`),
+      );
+      expect(isLive(postmaster)).toBe(true);
+    } finally {
+      thaw(frozen);
+    }
+    // Thawed, it acts on the shutdowns it was sent; the next start takes the directory.
+    await until('the orphan to exit', () => !isLive(postmaster), 30_000);
+    await servesAgain(dataDir);
+  }, 180_000);
+
   it("a signal while the start waits for such an orphan to stop (its disk hung: every process frozen) ends the wait at once with the signal's reason; the orphan has its fast shutdown requested, finishes it once thawed, and the next start takes the directory", async () => {
     const dataDir = join(tempDir(), 'data');
-    const hub = namespacedHub(dataDir, { ownNamespaces: false });
-    const { pid } = await hub.started;
-    const clusterDir = join(dataDir, 'pg');
-    const postmaster = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    orphans.push(postmaster);
-    process.kill(pid, 'SIGKILL');
-    await until('the hub to exit', () => !isLive(pid));
+    const { clusterDir, postmaster, pid } = await orphaned(dataDir);
     const frozen = freeze(clusterDir);
     // SIGINT (signal 2) pending on the frozen postmaster: the fast shutdown requested, not yet acted on.
     const shutdownRequested = () => (Number.parseInt(/^ShdPnd:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${postmaster}/status`, 'utf8'))?.[1]?.slice(-1) ?? '0', 16) & 2) === 2;
@@ -418,12 +470,7 @@ describe('embedded PostgreSQL', () => {
     await until('the orphan to finish its shutdown', () => !isLive(postmaster), 30_000);
     expect(existsSync(join(clusterDir, 'postmaster.pid'))).toBe(false);
     expect(lockFree(dataDir)).toBe(true);
-    const again = await startEmbedded({ dataDir });
-    try {
-      expect(await answers(again.url)).toBe(1);
-    } finally {
-      await again.stop();
-    }
+    await servesAgain(dataDir);
   }, 180_000);
 
   it('a server that exits while the hub runs (stopped, killed) is started again on the same port and cluster; the pool reconnects', async () => {
@@ -593,6 +640,32 @@ function namespacedHub(dataDir: string, { ownNamespaces = true } = {}) {
     90_000,
   );
   return { child, started };
+}
+
+/**
+ * A hub of this pid namespace on `dataDir` killed with kill -9 (after `before`, given its server's
+ * URL), its server left running: an orphan holding hub.lock, stopped at the end should a test not.
+ */
+async function orphaned(dataDir: string, before?: (url: string) => Promise<void>): Promise<{ clusterDir: string; postmaster: number; pid: number }> {
+  const hub = namespacedHub(dataDir, { ownNamespaces: false });
+  const { url, pid } = await hub.started;
+  await before?.(url);
+  const clusterDir = join(dataDir, 'pg');
+  const postmaster = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  orphans.push(postmaster);
+  process.kill(pid, 'SIGKILL');
+  await until('the hub to exit', () => !isLive(pid));
+  return { clusterDir, postmaster, pid };
+}
+
+/** A start on `dataDir` serves, and stops. */
+async function servesAgain(dataDir: string): Promise<void> {
+  const again = await startEmbedded({ dataDir });
+  try {
+    expect(await answers(again.url)).toBe(1);
+  } finally {
+    await again.stop();
+  }
 }
 
 const unshare = spawnSync('unshare', ['--pid', '--fork', '--mount-proc', 'true'], { encoding: 'utf8' });

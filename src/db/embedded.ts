@@ -101,7 +101,8 @@ export interface EmbeddedOptions {
   restartDelayMs?: number;
   /**
    * How long `stop()` waits for the server's fast shutdown before it asks for an immediate one, and
-   * a third of that for the immediate one before it fails; default STOP_WAIT_MS.
+   * a third of that for the immediate one before it fails; default STOP_WAIT_MS. The start's stop
+   * of an orphan waits as long (stopLiveOrphan).
    */
   stopWaitMs?: number;
   /**
@@ -205,7 +206,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedD
   if (userInfo().uid === 0) chmodSync(dataDir, 0o711);
   // The kernel lock taken (every earlier holder has exited), or a stale hub.holder or hub.pid replaced (the hub
   // that left it ran here, and so did the server it left, if any).
-  const lock = await lockDataDir(dataDir, options.interrupt);
+  const lock = await lockDataDir(dataDir, options.interrupt, options.stopWaitMs);
   const startedHere = lock.certain || lock.replaced !== undefined;
   try {
     options.interrupt?.throwIfAborted();
@@ -228,7 +229,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
   const runtimeDir = resolve(options.runtimeDir ?? DEFAULT_RUNTIME_DIR);
   const install = reachableInstall(options.installDir ?? (await packagedInstall()), runAs, runtimeDir);
   const clusterDir = placeCluster(dataDir, runAs, runtimeDir);
-  await stopOrphan(clusterDir, { dataDir, startedHere }, options.interrupt);
+  await stopOrphan(clusterDir, { dataDir, startedHere }, options.interrupt, options.stopWaitMs);
 
   const port = options.port ?? (await freePort());
   // `let`: a server that cannot make its socket is started again without one (below).
@@ -678,10 +679,10 @@ function readPidFile(clusterDir: string): PidFile | undefined {
  * postmaster.pid removed, the cluster left consistent); a start meanwhile finds it still stopping
  * and waits for it as for any orphan. It is not escalated to an immediate shutdown, nor killed.
  */
-export async function stopOrphan(clusterDir: string, found?: { dataDir: string; startedHere: boolean }, interrupt?: AbortSignal): Promise<void> {
+export async function stopOrphan(clusterDir: string, found?: { dataDir: string; startedHere: boolean }, interrupt?: AbortSignal, waitMs?: number): Promise<void> {
   const file = readPidFile(clusterDir);
   if (!file) return;
-  if (await stopLiveOrphan(clusterDir, found?.dataDir, interrupt)) return; // a clean shutdown removes postmaster.pid
+  if (await stopLiveOrphan(clusterDir, found?.dataDir, interrupt, waitMs)) return; // a clean shutdown removes postmaster.pid
   const pidFile = join(clusterDir, 'postmaster.pid');
   if (found && !found.startedHere) {
     throw new StartRefused(
@@ -696,23 +697,71 @@ export async function stopOrphan(clusterDir: string, found?: { dataDir: string; 
  * stopOrphan's first half: when `postmaster.pid` names a live postgres of this cluster in this pid
  * namespace, that server is stopped (true), unless its hub runs (refused); else false, the file
  * left. `interrupt`: as stopOrphan says.
+ *
+ * The stop: a fast shutdown; after `waitMs` an immediate one, whose postmaster sends its children
+ * SIGQUIT, SIGKILLs those left after 5 s, and exits once they have all exited. A postmaster still
+ * there a third of `waitMs` later with none of its children left is stuck (stopped, SIGSTOP), and
+ * is killed (SIGKILL): no process of the server is left to write to the cluster, which the next
+ * server recovers from the WAL as after an immediate shutdown; what PostgreSQL warns a SIGKILL of
+ * the postmaster leaves (its shared memory and semaphores, and children it could not pass the
+ * signal on to) is no concern then on Linux: the main shared memory and the semaphores in it are
+ * freed with the process, and the small System V segment that interlocks the data directory, no
+ * longer attached by any process, is removed by the next server as it starts. Its `postmaster.pid`
+ * is removed here. A postmaster with children still running (every process frozen, its disk hung)
+ * is left alone: the start fails.
  */
-async function stopLiveOrphan(clusterDir: string, dataDir?: string, interrupt?: AbortSignal): Promise<boolean> {
+async function stopLiveOrphan(clusterDir: string, dataDir?: string, interrupt?: AbortSignal, waitMs = STOP_WAIT_MS): Promise<boolean> {
   const file = readPidFile(clusterDir);
   if (!file || !(file.pid > 0 && isPostgresOf(file.pid, clusterDir))) return false;
   const owner = liveNodeParent(file.pid);
   if (owner !== undefined) throw dataDir ? new DataDirInUse(dataDir, owner) : new StartRefused(`the PostgreSQL on ${clusterDir} (pid ${file.pid}) belongs to a running process (pid ${owner})`);
   logger().warn({ postgresPid: file.pid, dataDir: clusterDir }, 'stopping the embedded PostgreSQL a previous hub left running');
   signal(file.pid, 'SIGINT');
-  const deadline = Date.now() + 30_000;
+  const immediate = Date.now() + waitMs;
+  const last = immediate + waitMs / 3;
+  let killed = false;
   while (isLive(file.pid)) {
-    if (Date.now() > deadline) {
-      signal(file.pid, 'SIGQUIT');
-      if (Date.now() > deadline + 10_000) throw new Error(`PostgreSQL pid ${file.pid} on ${clusterDir} does not stop`);
+    const now = Date.now();
+    if (now > immediate && !killed) signal(file.pid, 'SIGQUIT');
+    if (now > last && killed && now > last + waitMs / 3) throw new Error(`PostgreSQL pid ${file.pid} on ${clusterDir} does not stop, not even killed (its disk hung?)`);
+    if (now > last && !killed) {
+      const children = liveChildren(file.pid);
+      if (children === undefined || children.length > 0) {
+        const left = children ? `, ${children.length} of its processes still running` : '';
+        throw new Error(`PostgreSQL pid ${file.pid} on ${clusterDir} does not stop (neither a fast nor an immediate shutdown${left}: frozen, or its disk hung?)`);
+      }
+      logger().warn(
+        { postgresPid: file.pid, dataDir: clusterDir },
+        `the embedded PostgreSQL a previous hub left running did not stop within ${Math.round(waitMs / 3)} ms of an immediate shutdown, and none of its children is left: killed (the next start recovers from the WAL)`,
+      );
+      signal(file.pid, 'SIGKILL');
+      killed = true;
     }
     await pause(50, interrupt);
   }
+  if (killed && readPidFile(clusterDir)?.pid === file.pid) rmSync(join(clusterDir, 'postmaster.pid'), { force: true });
   return true;
+}
+
+/** The live (not zombie) children of `pid`; undefined without /proc. */
+function liveChildren(pid: number): number[] | undefined {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return undefined;
+  }
+  const isLiveChild = (entry: string) => {
+    if (!/^\d+$/.test(entry)) return false;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const [state, parent] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return Number(parent) === pid && state !== 'Z';
+    } catch {
+      return false; // exited meanwhile
+    }
+  };
+  return entries.filter(isLiveChild).map(Number);
 }
 
 /** Waits `ms`; `interrupt` ends the wait at once, failing with its reason. */
@@ -939,9 +988,10 @@ const HOLDER_WAIT_MS = 5_000;
  *
  * `interrupt` (a signal during the start) ends the wait for a holder to show itself, for another
  * start replacing the same stale holder file (takeFile), and for an orphan to stop (stopOrphan), at
- * once: the start fails with its reason, nothing taken or written.
+ * once: the start fails with its reason, nothing taken or written. `orphanWaitMs`: how long an
+ * orphan's fast shutdown is waited for (stopLiveOrphan; EmbeddedOptions.stopWaitMs).
  */
-export async function lockDataDir(dataDir: string, interrupt?: AbortSignal): Promise<DataDirLock> {
+export async function lockDataDir(dataDir: string, interrupt?: AbortSignal, orphanWaitMs?: number): Promise<DataDirLock> {
   const key = resolve(dataDir);
   if (heldLocks.has(key)) throw new StartRefused(`data directory ${dataDir} is already held by this process (pid ${process.pid})`);
   const me = here();
@@ -949,7 +999,7 @@ export async function lockDataDir(dataDir: string, interrupt?: AbortSignal): Pro
   const fd = openLockFile(lockPath);
   let kept = false;
   try {
-    const got = await takeKernelLock(dataDir, fd, me, interrupt);
+    const got = await takeKernelLock(dataDir, fd, me, interrupt, orphanWaitMs);
     if (got === 'acquired') {
       const replaced = await replaceUnderLock(dataDir, me, interrupt);
       heldLocks.set(key, fd);
@@ -1028,7 +1078,7 @@ function tryKernelLock(fd: number): 'acquired' | 'held' | { unavailable: string 
 }
 
 /** lockDataDir's kernel lock: taken, or refused while another holds it, or unavailable. */
-async function takeKernelLock(dataDir: string, fd: number, me: Place, interrupt: AbortSignal | undefined): Promise<'acquired' | { unavailable: string }> {
+async function takeKernelLock(dataDir: string, fd: number, me: Place, interrupt: AbortSignal | undefined, orphanWaitMs: number | undefined): Promise<'acquired' | { unavailable: string }> {
   let deadline = Date.now() + HOLDER_WAIT_MS;
   for (;;) {
     interrupt?.throwIfAborted();
@@ -1040,7 +1090,7 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place, interrupt:
     // Held, by no hub that can be named: an orphan of this place, visible here, is stopped; else
     // the holder is waited for a moment (a start writes hub.holder right after it took the lock; an
     // orphan's last processes exit after it).
-    if (await stopLiveOrphan(clusterDirOf(dataDir), dataDir, interrupt)) {
+    if (await stopLiveOrphan(clusterDirOf(dataDir), dataDir, interrupt, orphanWaitMs)) {
       deadline = Date.now() + HOLDER_WAIT_MS;
       continue;
     }
