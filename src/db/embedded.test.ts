@@ -182,6 +182,47 @@ describe('embedded PostgreSQL', () => {
     180_000,
   );
 
+  (asRoot ? it : it.skip)('a first start on a full disk fails without leaving a broken postgres.json: once there is room, the next start runs', async () => {
+    // A data directory on a file system of 16 pages with room for hub.holder and hub.pid only (a page each).
+    const dataDir = join(tempDir(), 'data');
+    mkdirSync(dataDir);
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0755', 'tmpfs', dataDir]);
+    try {
+      writeFileSync(join(dataDir, 'filler'), Buffer.alloc(14 * 4096));
+      await expect(startEmbedded({ dataDir })).rejects.toThrow(/^ENOSPC: no space left on device, write$/);
+      // Was: an empty postgres.json, which every later start failed to read ('Unexpected end of JSON input').
+      expect(readdirSync(dataDir).sort()).toEqual(['filler', 'hub.lock']);
+      rmSync(join(dataDir, 'filler'));
+      // What earlier versions left so (no cluster made with it yet) is made anew.
+      writeFileSync(join(dataDir, 'postgres.json'), '', { mode: 0o600 });
+      // Room for the password and the lock files, not for the cluster, which goes beside the mount.
+      writeFileSync(join(dataDir, 'cluster-dir'), `${join(dirname(dataDir), 'pg')}\n`);
+      await servesAgain(dataDir);
+    } finally {
+      execFileSync('umount', [dataDir]);
+    }
+  }, 120_000);
+
+  (asRoot ? it : it.skip)('run as root from a 0700 directory on a full disk: cluster-dir is written whole or not at all; once there is room, the next start runs', async () => {
+    const home = tempDir(0o700);
+    const dataDir = join(home, '.svc');
+    mkdirSync(dataDir);
+    // Room for hub.holder, hub.pid and postgres.json only (a page each).
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0755', 'tmpfs', dataDir]);
+    const runtimeDir = join(tempDir(), 'runtime');
+    try {
+      writeFileSync(join(dataDir, 'filler'), Buffer.alloc(13 * 4096));
+      await expect(startEmbedded({ dataDir, runtimeDir })).rejects.toThrow(/^ENOSPC: no space left on device, write$/);
+      // Was: an empty cluster-dir, naming no cluster at every later start ("ENOENT: no such file or directory, mkdir ''").
+      expect(readdirSync(dataDir).sort()).toEqual(['filler', 'hub.lock', 'postgres.json']);
+      rmSync(join(dataDir, 'filler'));
+      await servesAgain(dataDir, { runtimeDir });
+      expect(readFileSync(join(dataDir, 'cluster-dir'), 'utf8').startsWith(join(runtimeDir, 'clusters'))).toBe(true);
+    } finally {
+      execFileSync('umount', [dataDir]);
+    }
+  }, 120_000);
+
   it('an initdb killed part-way leaves nothing the next start takes for a cluster: it works beside it and renames it whole; leftovers go', async () => {
     const dataDir = join(tempDir(), 'data');
     // What a hub killed during its first initdb leaves: the empty cluster directory, initdb's
@@ -659,8 +700,8 @@ async function orphaned(dataDir: string, before?: (url: string) => Promise<void>
 }
 
 /** A start on `dataDir` serves, and stops. */
-async function servesAgain(dataDir: string): Promise<void> {
-  const again = await startEmbedded({ dataDir });
+async function servesAgain(dataDir: string, options: Partial<Parameters<typeof startEmbedded>[0]> = {}): Promise<void> {
+  const again = await startEmbedded({ dataDir, ...options });
   try {
     expect(await answers(again.url)).toBe(1);
   } finally {

@@ -506,7 +506,8 @@ function placeCluster(dataDir: string, runAs: OsUser | undefined, runtimeDir: st
     chmodSync(runtimeDir, 0o755);
     chmodSync(clusters, 0o711);
     clusterDir = join(clusters, `${randomBytes(8).toString('hex')}`);
-    writeFileSync(pointer, `${clusterDir}\n`, { mode: 0o644 });
+    // Whole or not at all: an empty file (a full disk) would name no cluster at every later start.
+    replaceWhole(pointer, `${clusterDir}\n`);
     logger().info({ dataDir, clusterDir }, 'the postgres OS user cannot enter the data directory: the cluster lives in the runtime directory');
   }
   mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
@@ -820,11 +821,19 @@ function isPostgresOf(pid: number, clusterDir: string): boolean {
   return /(^|\/)postgres$/.test(argv[0] ?? '') && dir >= 0 && resolve(argv[dir + 1] ?? '') === resolve(clusterDir);
 }
 
+/**
+ * The superuser's password, from `postgres.json`, made at the first start: written whole or not at
+ * all (a full disk). An empty file with no cluster made yet, what earlier versions left on a full
+ * disk, is made anew.
+ */
 function readOrCreatePassword(dataDir: string): string {
   const file = join(dataDir, CREDENTIALS_FILE);
-  if (existsSync(file)) return (JSON.parse(readFileSync(file, 'utf8')) as { password: string }).password;
+  const content = readIfThere(file);
+  if (content !== undefined && (content.trim() !== '' || existsSync(join(clusterDirOf(dataDir), 'PG_VERSION')))) {
+    return (JSON.parse(content) as { password: string }).password;
+  }
   const password = randomBytes(24).toString('base64url');
-  writeFileSync(file, JSON.stringify({ password }), { mode: 0o600 });
+  replaceWhole(file, JSON.stringify({ password }), 0o600);
   return password;
 }
 
@@ -1264,10 +1273,10 @@ function createExclusive(path: string, content: string): boolean {
  * A new file beside `path` holding `content`, for a link or a rename into place; removed again when
  * its write fails (a full disk makes the file, then refuses its bytes).
  */
-function filledBeside(path: string, content: string): string {
+function filledBeside(path: string, content: string, mode = 0o644): string {
   const file = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
-    writeFileSync(file, content, { flag: 'wx', mode: 0o644 });
+    writeFileSync(file, content, { flag: 'wx', mode });
   } catch (err) {
     // EEXIST: not this call's file.
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') rmSync(file, { force: true });
@@ -1277,8 +1286,8 @@ function filledBeside(path: string, content: string): string {
 }
 
 /** `path` made to hold `content`, whole at once (a file filled beside it, renamed into place); nothing left beside it when the rename fails. */
-function replaceWhole(path: string, content: string): void {
-  const file = filledBeside(path, content);
+function replaceWhole(path: string, content: string, mode = 0o644): void {
+  const file = filledBeside(path, content, mode);
   try {
     renameSync(file, path);
   } catch (err) {
