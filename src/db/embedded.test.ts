@@ -169,12 +169,16 @@ describe('embedded PostgreSQL', () => {
       }
       copier.kill('SIGKILL');
       await until('the copier to exit', () => copier.signalCode !== null);
-      expect(readdirSync(runtimeDir).filter((name) => name.endsWith('.tmp'))).toHaveLength(1);
+      const [leftover, ...more] = readdirSync(runtimeDir).filter((name) => name.endsWith('.tmp'));
+      expect(more).toEqual([]);
+      // Another hub of the same installation has made the whole copy meanwhile: a start uses it.
+      const whole = join(runtimeDir, leftover!.split('.')[0]!);
+      cpSync(install, whole, { recursive: true, verbatimSymlinks: true });
       const db = await startEmbedded({ dataDir, installDir: install, runtimeDir });
       try {
         expect(await answers(db.url)).toBe(1);
         // Was: the killed hub's partial copy kept for ever beside the whole one.
-        expect(readdirSync(runtimeDir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+        expect(readdirSync(runtimeDir).sort()).toEqual(['clusters', leftover!.split('.')[0]!]);
       } finally {
         await db.stop();
       }

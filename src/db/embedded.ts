@@ -451,12 +451,12 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
   const versionFile = join(install, 'bin', 'pg_config');
   if (existsSync(versionFile)) hash.update(readFileSync(versionFile));
   const target = join(runtimeDir, `postgres-${hash.digest('hex').slice(0, 16)}`);
+  const place = placeTag();
+  if (existsSync(runtimeDir)) removePartialCopies(runtimeDir, place);
   if (existsSync(join(target, 'bin', 'postgres'))) return target;
   logger().info({ from: install, to: target }, 'the postgres OS user cannot reach the PostgreSQL binaries: copying them');
   mkdirSync(runtimeDir, { recursive: true, mode: 0o755 });
   chmodSync(runtimeDir, 0o755);
-  const place = placeTag();
-  removePartialCopies(runtimeDir, place);
   const partial = `${target}.${place}.${process.pid}.tmp`;
   rmSync(partial, { recursive: true, force: true });
   try {
