@@ -85,16 +85,22 @@ async function packagedInstall(): Promise<string> {
 
 const asRoot = userInfo().uid === 0;
 
+/** A 0700 directory, like /root, holding a copy of the PostgreSQL installation (where a checkout's node_modules would have it). */
+async function homeWithInstall(): Promise<{ home: string; install: string }> {
+  const home = tempDir(0o700);
+  const install = join(home, 'node_modules', 'pg-install');
+  mkdirSync(dirname(install), { recursive: true });
+  cpSync(await packagedInstall(), install, { recursive: true, verbatimSymlinks: true });
+  return { home, install };
+}
+
 describe('embedded PostgreSQL', () => {
   // Only root makes PostgreSQL run as another OS user; as any other user the directory is its own.
   // Skipped (and reported as skipped) when the suite does not run as root; CI runs as root.
   (asRoot ? it : it.skip)(
     'run as root from a 0700 directory: binaries and cluster are placed where the postgres user reaches them, and reused',
     async () => {
-      const home = tempDir(0o700); // like /root
-      const install = join(home, 'node_modules', 'pg-install');
-      mkdirSync(dirname(install), { recursive: true });
-      cpSync(await packagedInstall(), install, { recursive: true, verbatimSymlinks: true });
+      const { home, install } = await homeWithInstall();
       const runtimeDir = join(tempDir(), 'runtime');
       const dataDir = join(home, '.svc');
 
@@ -126,10 +132,7 @@ describe('embedded PostgreSQL', () => {
   (asRoot ? it : it.skip)(
     'run as root from a 0700 directory: a copy of the binaries that fails part-way (a full disk) leaves nothing behind; one a hub killed part-way left is removed by the next start',
     async () => {
-      const home = tempDir(0o700);
-      const install = join(home, 'node_modules', 'pg-install');
-      mkdirSync(dirname(install), { recursive: true });
-      cpSync(await packagedInstall(), install, { recursive: true, verbatimSymlinks: true });
+      const { home, install } = await homeWithInstall();
       const dataDir = join(home, '.svc');
       // A runtime directory on a file system of 4 MiB: the binaries (tens of MB) do not fit.
       const full = join(tempDir(), 'runtime');
@@ -147,26 +150,7 @@ describe('embedded PostgreSQL', () => {
       // A hub killed while it copies (stopped as soon as its partial copy appears, then killed).
       const runtimeDir = join(tempDir(), 'runtime');
       mkdirSync(runtimeDir);
-      const copier = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          '--input-type=module',
-          '-e',
-          `import { startEmbedded } from ${JSON.stringify(join(packageRoot(), 'src', 'db', 'embedded.ts'))}; await startEmbedded(${JSON.stringify({ dataDir: join(home, 'other'), installDir: install, runtimeDir })});`,
-        ],
-        { stdio: 'ignore', env: { PATH: process.env.PATH, HOME: process.env.HOME, SVC_LOG_LEVEL: 'error' } },
-      );
-      children.push(copier);
-      const watcher = watch(runtimeDir, (_, name) => {
-        if (String(name).endsWith('.tmp')) copier.kill('SIGSTOP');
-      });
-      try {
-        await until('the copier to begin its copy', () => readdirSync(runtimeDir).some((name) => name.endsWith(`.${copier.pid}.tmp`)), 60_000);
-      } finally {
-        watcher.close();
-      }
+      const { child: copier } = await stoppedCopying(join(home, 'other'), { installDir: install, runtimeDir });
       copier.kill('SIGKILL');
       await until('the copier to exit', () => copier.signalCode !== null);
       const [leftover, ...more] = readdirSync(runtimeDir).filter((name) => name.endsWith('.tmp'));
@@ -226,6 +210,29 @@ describe('embedded PostgreSQL', () => {
       execFileSync('umount', [dataDir]);
     }
   }, 120_000);
+
+  (asRoot ? it : it.skip)(
+    'run as root from a 0700 directory: two hubs copying the binaries at once both start, the second to finish its copy on the first one\'s',
+    async () => {
+      const { home, install } = await homeWithInstall();
+      const runtimeDir = join(tempDir(), 'runtime');
+      mkdirSync(runtimeDir);
+      const slow = await stoppedCopying(join(home, 'slow'), { installDir: install, runtimeDir });
+      // The other copies and renames its copy into place while the first is stopped in its own.
+      const first = await startEmbedded({ dataDir: join(home, 'first'), installDir: install, runtimeDir });
+      try {
+        slow.child.kill('SIGCONT');
+        // Was: its rename onto the other's copy failed (ENOTEMPTY), and the start with it.
+        expect(await answers((await slow.started).url)).toBe(1);
+        expect(readdirSync(runtimeDir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+      } finally {
+        slow.child.stdin!.end();
+        await first.stop();
+      }
+      await until('the second hub to stop', () => slow.child.exitCode !== null);
+    },
+    180_000,
+  );
 
   it('an initdb killed part-way leaves nothing the next start takes for a cluster: it works beside it and renames it whole; leftovers go', async () => {
     const dataDir = join(tempDir(), 'data');
@@ -654,7 +661,7 @@ describe('embedded PostgreSQL', () => {
 /** A hub (`ownNamespaces`: in pid and IPC namespaces of its own, `unshare`, as in a container): its embedded PostgreSQL, until its stdin ends. */
 const NAMESPACED_HUB = `
 import { startEmbedded } from ${JSON.stringify(join(packageRoot(), 'src', 'db', 'embedded.ts'))};
-const db = await startEmbedded({ dataDir: process.env.DATA_DIR });
+const db = await startEmbedded({ dataDir: process.env.DATA_DIR, ...JSON.parse(process.env.EMBEDDED_OPTIONS ?? '{}') });
 process.stdout.write(JSON.stringify({ url: db.url, pid: process.pid }) + '\\n');
 process.stdin.resume();
 process.stdin.on('end', async () => {
@@ -663,12 +670,12 @@ process.stdin.on('end', async () => {
 });
 `;
 
-function namespacedHub(dataDir: string, { ownNamespaces = true } = {}) {
+function namespacedHub(dataDir: string, { ownNamespaces = true, options = {} as Partial<Parameters<typeof startEmbedded>[0]> } = {}) {
   const node = [process.execPath, '--import', 'tsx', '--input-type=module', '-e', NAMESPACED_HUB];
   // A pid namespace and an IPC namespace (System V shared memory) of its own, as a container has.
   const [command, ...args] = ownNamespaces ? ['unshare', '--pid', '--ipc', '--fork', '--mount-proc', '--kill-child', ...node] : node;
   const child = spawn(command!, args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, SVC_LOG_LEVEL: 'error' },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, EMBEDDED_OPTIONS: JSON.stringify(options), SVC_LOG_LEVEL: 'error' },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
   children.push(child);
@@ -679,12 +686,31 @@ function namespacedHub(dataDir: string, { ownNamespaces = true } = {}) {
   const started = until(
     'the hub to start its server',
     () => {
-      if (child.exitCode !== null) throw new Error(`the hub exited ${child.exitCode}: ${err}`);
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the hub exited ${child.exitCode ?? child.signalCode}: ${err}`);
       return out.includes('\n') && (JSON.parse(out.split('\n')[0]!) as { url: string; pid: number });
     },
     90_000,
   );
   return { child, started };
+}
+
+/**
+ * A hub of this pid namespace on `dataDir` (`options`: a root-run hub's installation and runtime
+ * directory) stopped (SIGSTOP) as soon as its copy of the binaries appears in the runtime directory.
+ */
+async function stoppedCopying(dataDir: string, options: { installDir: string; runtimeDir: string }) {
+  const hub = namespacedHub(dataDir, { ownNamespaces: false, options });
+  hub.started.catch(() => undefined); // a hub killed while stopped never starts
+  const ownCopy = (name: string) => name.endsWith(`.${hub.child.pid}.tmp`);
+  const watcher = watch(options.runtimeDir, (_, name) => {
+    if (ownCopy(String(name))) hub.child.kill('SIGSTOP');
+  });
+  try {
+    await until('the hub to begin its copy', () => readdirSync(options.runtimeDir).some(ownCopy), 60_000);
+  } finally {
+    watcher.close();
+  }
+  return hub;
 }
 
 /**

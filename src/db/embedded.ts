@@ -465,6 +465,8 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
   } catch (err) {
     // Tens of megabytes: not left behind (a full disk, the copy refused part-way).
     rmSync(partial, { recursive: true, force: true });
+    // Another hub of the same installation renamed its copy into place first.
+    if (existsSync(join(target, 'bin', 'postgres'))) return target;
     throw new Error(`could not copy the PostgreSQL binaries from ${install} to ${target}, where the postgres OS user reaches them: ${(err as Error).message}`);
   }
   return target;
