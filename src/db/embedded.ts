@@ -662,7 +662,8 @@ function readPidFile(clusterDir: string): PidFile | undefined {
 
 /**
  * A `postmaster.pid` left by a hub that died without stopping its PostgreSQL: when its pid is a live
- * postgres on this cluster, that server is stopped (fast shutdown, then immediate after 30 s), else
+ * postgres on this cluster, that server is stopped (fast shutdown, then immediate after 30 s, then,
+ * a postmaster stuck with none of its children left, killed: stopLiveOrphan), else
  * the stale file is removed, so the start that follows succeeds. A server whose parent is a live
  * node process other than this one is no orphan: its hub runs (its lock file was removed by hand),
  * and the start is refused (DataDirInUse, with `dataDir`) instead of stopping that hub's database
