@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, linkSync, mkdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type Config, ConfigError } from '../../config/config.js';
 import { envName } from '../../config/properties.js';
@@ -81,8 +81,9 @@ export function devKey(dataDir: string): Buffer {
   mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const text = `${randomBytes(KEY_BYTES).toString('base64')}\n`;
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
   try {
+    // In the try: a full disk makes the file and refuses its bytes, and it is removed below.
+    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
     chmodSync(tmp, 0o600); // whatever the umask did
     linkSync(tmp, path); // fails when another process got there first: theirs wins
     logger().warn(
@@ -92,7 +93,7 @@ export function devKey(dataDir: string): Buffer {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
   } finally {
-    unlinkSync(tmp);
+    rmSync(tmp, { force: true });
   }
   const key = readKeyFile(path);
   if (!key) throw new Error(`${path} vanished while it was being created`);
