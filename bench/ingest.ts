@@ -723,7 +723,11 @@ async function main(): Promise<void> {
         maxRssBeforeBreakdownMb: maxRssMb,
       },
       perRound: rounds.map((r) => ({
-        hubRowsPerSec: { offset: r.hub.offset.rowsPerSec, cursor: r.hub.cursor.rowsPerSec },
+        /** The round's four hub runs: the two REST dialects, the SOAP run and the offset run without the retrieval hand-off. */
+        hubRowsPerSec: { offset: r.hub.offset.rowsPerSec, cursor: r.hub.cursor.rowsPerSec, soap: r.soap.rowsPerSec, unindexed: r.unindexed.rowsPerSec },
+        /** The round's own ratios whose medians are `soap.ratioToRestOffset` and `indexing.ratio`. */
+        soapToRestOffset: round(r.soap.rowsPerSec / r.hub.offset.rowsPerSec, 3),
+        withToWithoutHandOff: round(r.hub.offset.rowsPerSec / r.unindexed.rowsPerSec, 3),
         storedRows: { offset: r.hub.offset.stored, cursor: r.hub.cursor.stored },
         baselineRssMb: r.baselineRssMb,
         peakRssMb: { offset: r.hub.offset.peakRssMb, cursor: r.hub.cursor.peakRssMb },
