@@ -90,7 +90,7 @@ describe('slot pool', () => {
     expect(g.peak()).toBe(4);
   });
 
-  it('refuses a job when the key\'s queue is full; offerWait marks a key that never frees a slot as stalled', async () => {
+  it('refuses a job when the key\'s queue is full; offerEach marks a key that never frees a slot as stalled', async () => {
     const pool = new SlotPool(10, 1, 2);
     const g = gate();
     expect(pool.offer('k', g.job('k'))).toBe(true); // runs
@@ -98,24 +98,90 @@ describe('slot pool', () => {
     expect(pool.offer('k', g.job('k'))).toBe(true); // queued
     expect(pool.offer('k', g.job('k'))).toBe(false);
     const started = Date.now();
-    expect(await pool.offerWait('k', g.job('k'), 100)).toBe(false);
+    expect(await pool.offerEach('k', 2, () => g.job('k'), 100)).toBe(0);
     expect(Date.now() - started).toBeGreaterThanOrEqual(90);
     const again = Date.now();
     const patience = 2_000;
-    expect(await pool.offerWait('k', g.job('k'), patience)).toBe(false); // stalled: refused at once
+    expect(await pool.offerEach('k', 1, () => g.job('k'), patience)).toBe(0); // stalled: refused at once
     expect(Date.now() - again).toBeLessThan(patience / 4); // relative to the wait it was allowed
     expect(pool.offer('other', g.job('other'))).toBe(true);
   });
 
-  it('offerWait takes the job as soon as a slot frees', async () => {
+  it('offerEach takes its jobs in order, each as soon as a queued job of the key starts, making none before there is room for it', async () => {
     const pool = new SlotPool(10, 1, 1);
     const g = gate();
     pool.offer('k', g.job('k'));
     pool.offer('k', g.job('k'));
-    const waiting = pool.offerWait('k', g.job('k'), 5_000);
+    const made: number[] = [];
+    const waiting = pool.offerEach(
+      'k',
+      3,
+      (i) => {
+        made.push(i);
+        return g.job(`k${i}`);
+      },
+      5_000,
+    );
+    await tick();
+    expect(made).toEqual([]);
+    for (let n = 1; n <= 3; n++) {
+      g.releases[n - 1]!();
+      await tick();
+      // One job more has started, so one more was made and queued.
+      expect(made).toEqual([0, 1, 2].slice(0, n));
+    }
+    expect(await waiting).toBe(3);
+    g.releases[3]!();
+    await tick();
+    g.releases[4]!();
+    await pool.idle();
+    expect(g.order).toEqual(['k', 'k', 'k0', 'k1', 'k2']);
+  });
+
+  it('offerEach takes what room frees within its wait and refuses the rest; a maker that has no more ends it at once', async () => {
+    const pool = new SlotPool(10, 1, 1);
+    const g = gate();
+    pool.offer('k', g.job('k'));
+    pool.offer('k', g.job('k'));
+    const waiting = pool.offerEach('k', 3, () => g.job('k'), 300);
     await tick();
     g.releases[0]!();
-    expect(await waiting).toBe(true);
+    const started = Date.now();
+    expect(await waiting).toBe(1);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(200);
+    g.releases[1]!();
+    await tick();
+    // Room again, but the maker says there is nothing more: no wait.
+    const other = pool.offerEach('k', 3, (i) => (i === 0 ? g.job('k') : undefined), 5_000);
+    g.releases[2]!();
+    expect(await other).toBe(1);
+  });
+
+  it('offerEach makes and runs its jobs in the context it was called in, whichever job\'s end makes the room', async () => {
+    const pool = new SlotPool(10, 1, 1);
+    const g = gate();
+    runForTenant(1, () => pool.offer('k', g.job('k')));
+    runForTenant(1, () => pool.offer('k', g.job('k')));
+    const madeIn: Array<string | undefined> = [];
+    const ranIn: Array<string | undefined> = [];
+    const waiting = runForTenant(2, () =>
+      pool.offerEach(
+        'k',
+        2,
+        () => {
+          madeIn.push(currentContext()?.tenantId);
+          return async () => void ranIn.push(currentContext()?.tenantId);
+        },
+        5_000,
+      ),
+    );
+    g.releases[0]!();
+    await tick();
+    g.releases[1]!();
+    expect(await waiting).toBe(2);
+    await pool.idle();
+    expect(madeIn).toEqual(['2', '2']);
+    expect(ranIn).toEqual(['2', '2']);
   });
 
   /**

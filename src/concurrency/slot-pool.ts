@@ -9,8 +9,8 @@ import { inCurrentContext } from '../observability/context.js';
  * writes (a lane per tenant, so tenants take turns for the database pool). Keys take turns (round
  * robin); a key whose group is at its cap waits (its jobs stay queued, not started) and the other
  * groups' keys go first. A key's queue is bounded too: a job offered to a full queue is refused (or,
- * with `offerWait`, waits a moment for room), and the caller decides what then (a delivery is left to
- * the retry sweep). A key whose queue stayed full for a whole wait is marked stalled: further offers
+ * with `offerEach`, waits a moment for room), and the caller decides what then (a delivery is left to
+ * the retry sweep). A key whose queue stayed full for a whole wait is marked stalled: further waits
  * are refused at once until its queue is half empty again, so one endpoint that does not answer
  * costs the caller one wait, not one per job. A queued job runs in the async context it was offered
  * in (src/observability/context.ts `inCurrentContext`), not in that of the job whose end starts it.
@@ -23,7 +23,13 @@ interface Lane {
   running: number;
   queue: Job[];
   stalled: boolean;
-  roomWaiters: Array<() => void>;
+  /** The `offerEach` calls waiting for room in this key's queue, in call order: told when a queued job starts. */
+  feeders: Feeder[];
+}
+
+interface Feeder {
+  /** Offers what fits now (or gives up, the key stalled or the pool cleared). */
+  room(): void;
 }
 
 export class SlotPool {
@@ -50,38 +56,80 @@ export class SlotPool {
   offer(key: string | number, job: Job, group?: string | number): boolean {
     const lane = this.lane(key, group);
     if (lane.queue.length >= this.maxQueuedPerKey) return false;
+    this.enqueue(key, lane, job);
+    return true;
+  }
+
+  private enqueue(key: string | number, lane: Lane, job: Job): void {
     // In the context of whoever offered it, not of the job whose end starts it (src/observability/context.ts).
     lane.queue.push(inCurrentContext(job));
     if (lane.running < this.perKey) this.ready.add(key);
     this.pump();
-    return true;
   }
 
-  /** Like `offer`, but waits up to `waitMs` for room in a full queue unless the key is stalled. */
-  async offerWait(key: string | number, job: Job, waitMs: number, group?: string | number): Promise<boolean> {
-    if (this.offer(key, job, group)) return true;
+  /**
+   * Offers `count` jobs of one key in order, `make(i)` making the i-th only once there is room for it
+   * (undefined: no more to offer): as many as fit now, then each as soon as a queued job of the key
+   * starts, for up to `waitMs` in all, unless the key is stalled (then none waits). A key whose queue
+   * stayed full for the whole wait is marked stalled. Resolves with how many were taken: the first
+   * ones, the rest not made. The jobs are made and run in the context current at the call (as
+   * `offer`'s), whenever the room comes. One timer and one promise per call, none per job: a drain
+   * offers thousands of jobs a second to a full queue, one at a time as its room frees.
+   */
+  offerEach(key: string | number, count: number, make: (index: number) => Job | undefined, waitMs: number, group?: string | number): Promise<number> {
     const lane = this.lane(key, group);
-    if (lane.stalled || waitMs <= 0) return false;
-    const deadline = Date.now() + waitMs;
-    while (Date.now() < deadline) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, deadline - Date.now());
-        lane.roomWaiters.push(() => {
-          clearTimeout(timer);
-          resolve();
-        });
-      });
-      if (lane.stalled) return false;
-      if (this.offer(key, job, group)) return true;
-    }
-    lane.stalled = true;
-    return false;
+    let taken = 0;
+    let ended = false;
+    // True once every job was taken or `make` said there are no more.
+    const fill = (): boolean => {
+      while (!ended && taken < count && lane.queue.length < this.maxQueuedPerKey) {
+        const job = make(taken);
+        if (!job) ended = true;
+        else {
+          taken++;
+          this.enqueue(key, lane, job);
+        }
+      }
+      return ended || taken >= count;
+    };
+    if (fill() || lane.stalled || waitMs <= 0) return Promise.resolve(taken);
+    return new Promise((resolve) => {
+      let done = false;
+      let filling = false;
+      const finish = () => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        lane.feeders.splice(lane.feeders.indexOf(feeder), 1);
+        resolve(taken);
+      };
+      const timer = setTimeout(() => {
+        // Full for the whole wait: stalled, until its queue is half empty again.
+        if (!fill()) lane.stalled = true;
+        finish();
+      }, waitMs);
+      const feeder: Feeder = {
+        room: inCurrentContext(() => {
+          // Room made while this call fills (its own offers start jobs) is taken by the filling loop.
+          if (done || filling) return;
+          // Stalled meanwhile (another wait ran out): refused at once, as a wait on a stalled key is.
+          if (lane.stalled) return finish();
+          filling = true;
+          try {
+            if (fill()) finish();
+          } finally {
+            filling = false;
+          }
+        }),
+      };
+      lane.feeders.push(feeder);
+    });
   }
 
   private lane(key: string | number, group: string | number | undefined): Lane {
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { group, running: 0, queue: [], stalled: false, roomWaiters: [] };
+      lane = { group, running: 0, queue: [], stalled: false, feeders: [] };
       this.lanes.set(key, lane);
     }
     return lane;
@@ -102,15 +150,18 @@ export class SlotPool {
 
   /** Drops every queued job (running ones finish); whoever waits for room gets it at once. */
   clear(): void {
-    for (const lane of this.lanes.values()) {
-      lane.queue.length = 0;
-      const waiters = lane.roomWaiters;
-      lane.roomWaiters = [];
-      for (const wake of waiters) wake();
-    }
+    const lanes = [...this.lanes.values()];
+    for (const lane of lanes) lane.queue.length = 0;
     this.ready.clear();
     for (const group of this.groups.values()) group.waiting.clear();
+    for (const lane of lanes) this.roomIn(lane);
     this.checkIdle();
+  }
+
+  /** Tells the key's waiting `offerEach` calls, in order, that its queue has room. */
+  private roomIn(lane: Lane): void {
+    if (lane.feeders.length === 0) return;
+    for (const feeder of [...lane.feeders]) feeder.room();
   }
 
   /** The group's state while it has jobs running; undefined for a key without a group. */
@@ -125,6 +176,8 @@ export class SlotPool {
   }
 
   private pump(): void {
+    // Keys whose queues got room, told once the loop is done (their offers pump again).
+    let roomy: Lane[] | undefined;
     while (this.running < this.total && this.ready.size > 0) {
       const key = this.ready.values().next().value as string | number;
       const lane = this.lanes.get(key)!;
@@ -139,10 +192,9 @@ export class SlotPool {
       const job = lane.queue.shift();
       if (!job) continue;
       if (lane.queue.length <= this.maxQueuedPerKey / 2) lane.stalled = false;
-      if (lane.roomWaiters.length > 0) {
-        const waiters = lane.roomWaiters;
-        lane.roomWaiters = [];
-        for (const wake of waiters) wake();
+      if (lane.feeders.length > 0) {
+        if (!roomy) roomy = [lane];
+        else if (!roomy.includes(lane)) roomy.push(lane);
       }
       lane.running++;
       this.running++;
@@ -151,6 +203,7 @@ export class SlotPool {
       if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
       void this.runJob(job, key, lane, group);
     }
+    if (roomy) for (const lane of roomy) this.roomIn(lane);
   }
 
   /**
@@ -176,7 +229,7 @@ export class SlotPool {
       if (group.running === 0) this.groups.delete(lane.group!);
     }
     if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
-    else if (lane.queue.length === 0 && lane.running === 0 && lane.roomWaiters.length === 0) this.lanes.delete(key);
+    else if (lane.queue.length === 0 && lane.running === 0 && lane.feeders.length === 0) this.lanes.delete(key);
     this.pump();
     this.checkIdle();
   }

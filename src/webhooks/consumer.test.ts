@@ -36,9 +36,9 @@ const recording = {
     submitted.push({ integrationId, deliveryId, token });
     return true;
   },
-  submitWait: async ({ integrationId }: AttemptTarget, deliveryId: number, token: string) => {
-    submitted.push({ integrationId, deliveryId, token });
-    return true;
+  submitEach: async ({ integrationId }: AttemptTarget, claims: Claim[], token: string) => {
+    for (const { row } of claims) submitted.push({ integrationId, deliveryId: row.id, token });
+    return claims.length;
   },
   stamp: () => ({ at: performance.now(), changes: 0 }),
 } as unknown as DeliveryWorker;
@@ -181,7 +181,10 @@ describe('the consumer', () => {
     const claiming = {
       ...recording,
       submit: (_i: AttemptTarget, _d: number, _t: string, claim: Claim) => claims.push(claim) > 0,
-      submitWait: async (_i: AttemptTarget, _d: number, _t: string, _w: number, claim: Claim) => claims.push(claim) > 0,
+      submitEach: async (_i: AttemptTarget, each: Claim[]) => {
+        claims.push(...each);
+        return each.length;
+      },
     } as unknown as DeliveryWorker;
     expect(await consumer(claiming).handleBatch(await events(ids))).toBe(6);
     expect(claims.map((c) => c.row.id)).toEqual([...claims.map((c) => c.row.id)].sort((x, y) => x - y));

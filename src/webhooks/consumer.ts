@@ -7,7 +7,7 @@ import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
 import { type ClaimedRow, type IntegrationColumns, integrationColumns, RELEASE_LEASES_SQL, TENANT_ACTIVE_SQL } from './journal.js';
 import { RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
-import type { DeliveryWorker } from './worker.js';
+import type { Claim, DeliveryWorker } from './worker.js';
 
 /**
  * The webhook consumer and the retry sweep (spec 1 Events "Outbox and delivery", the Delivery state
@@ -192,21 +192,20 @@ export class WebhookConsumer {
     // for the whole batch at most: a slow endpoint (its queue full, room freed attempt by attempt)
     // holds the batch, and so every other integration's next events, that long at most, never at
     // its own pace row after row.
-    const full = new Map<number, ClaimedRow[]>();
+    const full = new Map<number, Claim[]>();
     for (const row of rows) {
-      if (this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, { row, stamp })) continue;
+      const claim = { row, stamp };
+      if (!full.has(row.integration_id) && this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, claim)) continue;
       const lane = full.get(row.integration_id);
-      if (lane) lane.push(row);
-      else full.set(row.integration_id, [row]);
+      if (lane) lane.push(claim);
+      else full.set(row.integration_id, [claim]);
     }
     const deferred: number[] = [];
-    const deadline = Date.now() + QUEUE_WAIT_MS;
     await Promise.all(
       [...full.values()].map(async (lane) => {
-        for (const row of lane) {
-          const target = { tenantId: row.tenant_id, integrationId: row.integration_id };
-          if (!(await this.o.worker.submitWait(target, row.id, token, Math.max(0, deadline - Date.now()), { row, stamp }))) deferred.push(row.id);
-        }
+        const { row } = lane[0]!;
+        const queued = await this.o.worker.submitEach({ tenantId: row.tenant_id, integrationId: row.integration_id }, lane, token, QUEUE_WAIT_MS);
+        for (let k = queued; k < lane.length; k++) deferred.push(lane[k]!.row.id);
       }),
     );
     if (deferred.length > 0) {

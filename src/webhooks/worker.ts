@@ -171,13 +171,22 @@ export class DeliveryWorker {
     return this.stopping;
   }
 
-  /** Like `submit`, waiting a moment for room when the integration's queue is full and not stalled. */
-  async submitWait(target: AttemptTarget, deliveryId: number, token: string, waitMs: number, claim?: Claim): Promise<boolean> {
-    if (this.stopping) return false;
-    this.queued.set(deliveryId, token);
-    const taken = await this.o.pool.offerWait(target.integrationId, this.job(deliveryId, token, claim), waitMs, target.tenantId);
-    if (!taken && this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
-    return taken;
+  /**
+   * Like `submit` for several first attempts of one integration, in order (each Claim's row), waiting
+   * up to `waitMs` in all for room as its queue frees, unless it is stalled (SlotPool.offerEach).
+   * Resolves with how many were queued: the first ones; the rest were not (nor, once the worker
+   * stops, any more).
+   */
+  submitEach(target: AttemptTarget, claims: readonly Claim[], token: string, waitMs: number): Promise<number> {
+    if (this.stopping) return Promise.resolve(0);
+    const make = (index: number) => {
+      if (this.stopping) return undefined;
+      const claim = claims[index]!;
+      // Noted before the offer, as in `submit`.
+      this.queued.set(claim.row.id, token);
+      return this.job(claim.row.id, token, claim);
+    };
+    return this.o.pool.offerEach(target.integrationId, claims.length, make, waitMs, target.tenantId);
   }
 
   /**
