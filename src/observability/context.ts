@@ -49,7 +49,9 @@ export function carryIntoQueuedJobs<S>(store: AsyncLocalStorage<S>): void {
  */
 export function inCurrentContext<T>(fn: () => T): () => T {
   const traced = otelContext.active();
-  let call = () => otelContext.with(traced, fn);
+  // Entered only when it is not the active one then (never with tracing off: the no-op manager's
+  // context is always the root one): entering the active context again changes nothing.
+  let call = () => (otelContext.active() === traced ? fn() : otelContext.with(traced, fn));
   for (const store of carried) {
     const value = store.getStore();
     const inner = call;

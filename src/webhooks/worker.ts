@@ -201,8 +201,11 @@ export class DeliveryWorker {
       // Forgotten only if the entry is this attempt's: the row may have been queued again meanwhile
       // under a newer lease (a later sweep's claim), whose lease a stop must still give back.
       if (this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
+      // Tracked for stop() as `track` does, without a reaction of its own (one promise fewer per attempt).
+      const run = this.run(deliveryId, token, claim, (err) => this.writeFailed(err, deliveryId));
+      this.running.add(run);
       try {
-        const { result } = await this.track(this.run(deliveryId, token, claim, (err) => this.writeFailed(err, deliveryId)));
+        const { result } = await run;
         if (result.kind === 'attempted') {
           const room = this.outcomes.room();
           if (room) await room;
@@ -210,6 +213,8 @@ export class DeliveryWorker {
       } catch (err) {
         // A database failure: the row keeps its lease and comes back to the retry sweep.
         if (!this.stopping) logger().error({ err, deliveryId }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
+      } finally {
+        this.running.delete(run);
       }
     };
   }
