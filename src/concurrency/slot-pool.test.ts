@@ -254,6 +254,26 @@ describe('slot pool', () => {
     }
   });
 
+  it('size() counts the jobs running and queued over every key, through starts, ends, waits for room and clear()', async () => {
+    const pool = new SlotPool(2, 1, 2);
+    const g = gate();
+    for (const key of ['a', 'b']) for (let i = 0; i < 4; i++) pool.offer(key, g.job(key));
+    // Each key: 1 running, 2 queued, its fourth refused.
+    expect(pool.size()).toBe(2 + 4);
+    const waiting = pool.offerEach('a', 2, () => g.job('a'), 5_000);
+    g.releases[0]!(); // a's first ends: a's next starts, and one of the waiting jobs takes its place in the queue
+    await tick();
+    expect(pool.size()).toBe(2 + 4);
+    pool.clear();
+    expect(await waiting).toBe(2); // room after the clear: the second one queued too
+    expect(pool.size()).toBe(2 + 1);
+    while (pool.size() > 0) {
+      for (const release of g.releases) release();
+      await tick();
+    }
+    await pool.idle();
+  });
+
   it('idle() resolves when everything ran; clear() drops what is queued', async () => {
     const pool = new SlotPool(1, 1, 10);
     let ran = 0;

@@ -39,6 +39,8 @@ export class SlotPool {
   /** Groups with jobs running: how many, and their keys that wait for a slot of the group. */
   private readonly groups = new Map<string | number, { running: number; waiting: Set<string | number> }>();
   private running = 0;
+  /** Jobs queued over all keys (`size()` is asked per delivery outcome: no walk over the keys). */
+  private queued = 0;
   private idleWaiters: Array<() => void> = [];
 
   /** `perGroup`: jobs of one group at once at most (default: no cap beyond `total`). */
@@ -63,6 +65,7 @@ export class SlotPool {
   private enqueue(key: string | number, lane: Lane, job: Job): void {
     // In the context of whoever offered it, not of the job whose end starts it (src/observability/context.ts).
     lane.queue.push(inCurrentContext(job));
+    this.queued++;
     if (lane.running < this.perKey) this.ready.add(key);
     this.pump();
   }
@@ -137,9 +140,7 @@ export class SlotPool {
 
   /** Jobs running or queued. */
   size(): number {
-    let queued = 0;
-    for (const lane of this.lanes.values()) queued += lane.queue.length;
-    return this.running + queued;
+    return this.running + this.queued;
   }
 
   /** Resolves when nothing runs and nothing is queued. */
@@ -152,6 +153,7 @@ export class SlotPool {
   clear(): void {
     const lanes = [...this.lanes.values()];
     for (const lane of lanes) lane.queue.length = 0;
+    this.queued = 0;
     this.ready.clear();
     for (const group of this.groups.values()) group.waiting.clear();
     for (const lane of lanes) this.roomIn(lane);
@@ -191,6 +193,7 @@ export class SlotPool {
       }
       const job = lane.queue.shift();
       if (!job) continue;
+      this.queued--;
       if (lane.queue.length <= this.maxQueuedPerKey / 2) lane.stalled = false;
       if (lane.feeders.length > 0) {
         if (!roomy) roomy = [lane];
