@@ -155,11 +155,14 @@ async function history(
 
 const record = ({ manifest: _m, spec: _s, ...rest }: ExportDetail): ExportRecord => rest;
 
-/** What a cancel ends a run with whose process died (`failIfDead`): nothing was cleaned up. */
-function deadRunStop(actor: string, staleAfterMs: number): StopRequest {
+/**
+ * What a stop ends a run with whose process died (`failIfDead`), `what` the stop (a cancel, the
+ * export's delete) and `after` what follows: nothing was cleaned up.
+ */
+function deadRunStop(what: string, staleAfterMs: number, after = ''): StopRequest {
   return {
     code: 'interrupted',
-    reason: `cancelled by ${actor} after the run's process had stopped (no heartbeat for ${Math.round(staleAfterMs / 1000)} s): a partial file (SFTP .part, S3 incomplete multipart upload) may be left behind. Retry it: a collision on retry means this run did publish`,
+    reason: `${what} after the run's process had stopped (no heartbeat for ${Math.round(staleAfterMs / 1000)} s): a partial file (SFTP .part, S3 incomplete multipart upload) may be left behind${after}`,
   };
 }
 
@@ -203,6 +206,18 @@ export function createExportServices(deps: ExportDeps): ExportServices {
     }
   };
 
+  /**
+   * Ends a Running run at once with `end` when no live process holds it (not run by this process;
+   * no heartbeat for svc.export.run-stale-after, its publication lock free: the sweep's rule), its
+   * stop request standing: nothing would read that request. The lock is taken until `tx` commits (a
+   * publication that comes after finds the run Failed). False: a process may run it, it reads the
+   * request (a run of this process lives, whatever its heartbeat says: its caller stops it here).
+   */
+  const endIfDead = async (tx: Tx, id: string, end: StopRequest): Promise<boolean> => !runner.runsHere(id) && (await failIfDead(tx, id, staleAfterMs, end));
+  /** The warning of a run `endIfDead` ended, `on` the stop (once its transaction committed). */
+  const endedDead = (t: number, run: { id: string; exportName: string }, on: string) =>
+    logger().warn({ runId: run.id, tenantId: t, export: run.exportName }, `export run ${run.id} of ${run.exportName} failed as interrupted on ${on}: no heartbeat for ${staleAfterMs} ms`);
+
   return {
     manifests: {
       apply: (t, caller, manifest, actor) =>
@@ -223,12 +238,20 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       async remove(t, caller, name) {
         // A run in flight is stopped (it would publish for an export that no longer exists, and
         // hold its slot until its time limit): here at once when this process runs it, elsewhere
-        // at that process's next heartbeat.
-        const stopped = await db.withTenant(t, async (tx) => {
-          await found(tx, caller, name);
-          return (await deleteExport(tx, name)).stopped;
+        // at that process's next heartbeat, and at once when no live process holds it (its process
+        // died: the name's next run would wait for the sweep to end it).
+        const { exportName, stopped, ended } = await db.withTenant(t, async (tx) => {
+          const exp = await found(tx, caller, name);
+          const { stopped } = await deleteExport(tx, name);
+          const dead = deadRunStop('the export was deleted', staleAfterMs);
+          const ended = new Set<string>();
+          for (const id of stopped) if (await endIfDead(tx, id, dead)) ended.add(id);
+          return { exportName: exp.name, stopped, ended };
         });
-        for (const id of stopped) runner.stop(id, EXPORT_DELETED);
+        for (const id of stopped) {
+          if (ended.has(id)) endedDead(t, { id, exportName }, 'delete');
+          else runner.stop(id, EXPORT_DELETED);
+        }
       },
     },
     runs: {
@@ -261,8 +284,6 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           code: 'interrupted',
           reason: `cancelled by ${actor} during the run; nothing was published${CLEANED_UP}. Retry it: a collision on retry means it did publish`,
         };
-        // A run of this process lives, whatever its heartbeat says: it is stopped here, below.
-        const here = runner.runsHere(id);
         const { run, ended } = await db.withTenant(t, async (tx) => {
           const [running] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
           const notRunning = (status: string) => new ConflictError(`run ${id} is ${status}: only a Running run can be cancelled`);
@@ -271,15 +292,13 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           const standing = await requestStopFirst(tx, id, stop);
           if (standing && 'status' in standing) throw notRunning(standing.status);
           if (standing) throw new ConflictError(`run ${id} is being stopped already: ${standing.reason}`);
-          // No live process holds it (no heartbeat for svc.export.run-stale-after, its publication
-          // lock free; the sweep's rule): nothing would read the request, so it ends now, the lock
-          // taken until the commit (a publication that comes after finds it Failed). Its process
-          // cleaned nothing up.
-          if (!here && (await failIfDead(tx, id, staleAfterMs, deadRunStop(actor, staleAfterMs)))) return { run: (await runById(tx, id))!, ended: true };
+          // No live process holds it: it ends now. Its process cleaned nothing up.
+          const dead = deadRunStop(`cancelled by ${actor}`, staleAfterMs, '. Retry it: a collision on retry means this run did publish');
+          if (await endIfDead(tx, id, dead)) return { run: (await runById(tx, id))!, ended: true };
           return { run: running!, ended: false };
         });
         if (ended) {
-          logger().warn({ runId: id, tenantId: t, export: run.exportName }, `export run ${id} of ${run.exportName} failed as interrupted on cancel: no heartbeat for ${staleAfterMs} ms`);
+          endedDead(t, run, 'cancel');
           return run;
         }
         runner.stop(run.id, stop);

@@ -4,9 +4,10 @@ import { type Client, devClient, ownerClient } from '../../../test/harness/api-c
 import { itemS3Export, prepareItemExports } from '../../../test/harness/export-manifests.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { captureLogs, type LogCapture } from '../../../test/harness/log-capture.js';
+import { until } from '../../../test/harness/until.js';
 
 /**
- * Cancelling an export run that no live process holds (its process died: the run is Running, its
+ * Cancelling an export run (or deleting its export) that no live process holds (its process died: the run is Running, its
  * last heartbeat older than svc.export.run-stale-after, its publication lock free) ends it at once,
  * with the cancel's outcome, instead of leaving it Running until the interrupted-run sweep fails it
  * with the sweep's reason. A run whose process may still hold it (a fresh heartbeat, or its
@@ -99,5 +100,35 @@ describe('cancelling an export run', () => {
       await publisher.end();
     }
     expect(await record('publishing-run', id)).toMatchObject({ status: 'Completed', failureCode: null });
+  });
+});
+
+describe('deleting an export whose run is Running', () => {
+  it('and whose process died: the run ends at once, and the name applied again can run', async () => {
+    const id = await runningRun('dead-deleted', '1 hour');
+    expect((await api.del('/api/exports/dead-deleted')).status).toBe(204);
+    // Was: Running (its stop request never read) until the sweep failed it, and the name's next run
+    // refused meanwhile (409 already has a run in flight).
+    expect(await record('dead-deleted', id)).toMatchObject({
+      status: 'Failed',
+      failureCode: 'interrupted',
+      failureReason: expect.stringMatching(/^the export was deleted after the run's process had stopped \(no heartbeat for 30 s\): a partial file .* may be left behind$/),
+      endedAt: expect.any(String),
+    });
+    expect(logs.lines().filter((l) => l.runId === id && /failed as interrupted on delete/.test(String(l.msg)))).toHaveLength(1);
+    expect((await api.post('/api/exports/apply', itemS3Export('dead-deleted', 'http://127.0.0.1:9'))).status).toBe(201);
+    const next = await api.post('/api/exports/dead-deleted/runs');
+    expect(next.status).toBe(202);
+    // Its run fails (nothing listens at the endpoint); waited for so the hub stops with nothing in flight.
+    const nextId = (next.body as { id: string }).id;
+    await until('the next run to end', async () => (await record('dead-deleted', nextId)).status !== 'Running');
+  });
+
+  it('and whose process lives (a fresh heartbeat): the run is asked to stop and stays Running', async () => {
+    const id = await runningRun('live-deleted', '0 seconds');
+    expect((await api.del('/api/exports/live-deleted')).status).toBe(204);
+    expect(await record('live-deleted', id)).toMatchObject({ status: 'Running', failureCode: null });
+    const { rows } = await owner.query('select stop_code from exports.runs where id = $1', [id]);
+    expect(rows).toEqual([{ stop_code: 'definition' }]);
   });
 });

@@ -114,7 +114,7 @@ export const exportRoutes: RouteDecl[] = [
     method: 'DELETE', path: '/api/exports/{name}', operationId: 'deleteExport', summary: 'Delete an export (its runs stay as history)', tags: ['Exports'],
     auth: ['svc_integrator'], params: nameParam,
     description:
-      'Files already published stay where they are. A run in flight is stopped: it ends Failed `definition` (Completed if it had published already), at once when the process serving the call runs it, else at that process\'s next heartbeat. Its runs stay readable at GET /api/exports/{name}/runs. The name can be applied again; its first run waits for the deleted export\'s run to end (409 `already has a run in flight` meanwhile).',
+      'Files already published stay where they are. A run in flight is stopped: it ends Failed `definition` (Completed if it had published already), at once when the process serving the call runs it, else at that process\'s next heartbeat; a run no live process holds (no heartbeat for `svc.export.run-stale-after`, and not publishing) ends at once, Failed `interrupted`, the reason saying a partial file may be left behind. Its runs stay readable at GET /api/exports/{name}/runs. The name can be applied again; its first run waits for the deleted export\'s run to end (409 `already has a run in flight` meanwhile).',
     responses: { 204: { description: 'Deleted' }, ...notFound('Unknown export'), ...refused },
     handler: async ({ services, principal, params, ctx }) => {
       await services.exports.manifests.remove(callerTenant(principal), principal, params.name);
