@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { createServer as createHttpServer, request as httpRequest } from 'node:http';
+import { createServer as createHttpServer, type IncomingMessage, request as httpRequest, type Server, type ServerResponse } from 'node:http';
 import { createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -575,6 +575,32 @@ describe('S3Destination against fauxqs', () => {
     }
   });
 
+  it('a CompleteMultipartUpload unanswered after requestTimeoutMs: its abort then finds the upload gone (404), and the reason says the file was most likely published, naming nothing left behind', async () => {
+    const relay = await startCommitRelay(s3.endpoint, BUCKET);
+    const key = freshKey();
+    const held = relay.hold(key, true);
+    try {
+      const bytes = randomBytes(5 * MiB + 1);
+      const from = s3.requests.length;
+      const err = (await failure(
+        destination(key, { endpoint: relay.endpoint, partSize: 5 * MiB, requestTimeoutMs: 1_000 }).publish(bodyOf(bytes), { digest: () => sha256(bytes) }),
+      )) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      // Was: "...: the file may have been published. Retry it: ...; the incomplete multipart upload
+      // ID could not be aborted (HTTP 404)", an upload that did not exist named as left behind.
+      expect(err.reason).toBe(
+        `the answer to the request publishing s3://${BUCKET}/${key} did not come from ${relay.endpoint} (no answer within 1000 ms (requestTimeout), the request sent once), and the multipart upload was gone when it was then aborted (HTTP 404): the file was most likely published. Retry it: a collision on retry means it was`,
+      );
+      expect(err.leftover).toBeUndefined();
+      expect(requestsSince(from).slice(-2)).toEqual([`POST /${BUCKET}/${key} (multipart)`, `DELETE /${BUCKET}/${key} (multipart)`]);
+      expect(s3.getObject(BUCKET, key)?.body.equals(bytes)).toBe(true);
+      expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+    } finally {
+      held.release();
+      await relay.close();
+    }
+  }, 30_000);
+
   it('names the endpoint when nothing answers there', async () => {
     const port = await new Promise<number>((resolve) => {
       const server = createServer().listen(0, '127.0.0.1', () => {
@@ -591,29 +617,73 @@ describe('S3Destination against fauxqs', () => {
 });
 
 
+/**
+ * An S3-compatible server of the tenant for multipart uploads of `k`: the HEAD answered 404,
+ * CreateMultipartUpload (upload `u1`) and each part (500 InternalError while `refuseParts()`) as S3
+ * does; any other request (CompleteMultipartUpload, AbortMultipartUpload) as `rest` answers it.
+ */
+async function multipartStore(
+  rest: (req: IncomingMessage, res: ServerResponse) => void,
+  refuseParts = () => false,
+): Promise<{ server: Server; endpoint: string }> {
+  const server = createHttpServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (req.method === 'HEAD') return void res.writeHead(404).end();
+      res.setHeader('content-type', 'application/xml');
+      if (req.method === 'POST' && url.searchParams.has('uploads')) {
+        return void res.end('<?xml version="1.0" encoding="UTF-8"?><InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>u1</UploadId></InitiateMultipartUploadResult>');
+      }
+      if (req.method === 'PUT' && refuseParts()) {
+        return void res.writeHead(500).end('<?xml version="1.0" encoding="UTF-8"?><Error><Code>InternalError</Code><Message>m</Message></Error>');
+      }
+      if (req.method === 'PUT') return void res.writeHead(200, { etag: '"p"' }).end();
+      rest(req, res);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return { server, endpoint: `http://127.0.0.1:${(server.address() as { port: number }).port}` };
+}
+
 describe('S3Destination against an S3-compatible server of the tenant', () => {
   it("a receipt whose ETag holds a NUL or half a surrogate pair (XML character references in the answer to CompleteMultipartUpload) carries U+FFFD, which the run record's text column stores", async () => {
     // Multipart: the ETag and version id of CompleteMultipartUpload come in its XML answer, which the SDK decodes.
-    const server = createHttpServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        const url = new URL(req.url ?? '/', 'http://x');
-        if (req.method === 'HEAD') return void res.writeHead(404).end();
-        res.setHeader('content-type', 'application/xml');
-        if (req.method === 'POST' && url.searchParams.has('uploads')) {
-          return void res.end('<?xml version="1.0" encoding="UTF-8"?><InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>u1</UploadId></InitiateMultipartUploadResult>');
-        }
-        if (req.method === 'PUT') return void res.writeHead(200, { etag: '"p"' }).end();
-        res.writeHead(200, { 'x-amz-version-id': 'v1' });
-        res.end('<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult><Location>l</Location><Bucket>b</Bucket><Key>k</Key><ETag>"e&#0;t&#xD800;ag"</ETag></CompleteMultipartUploadResult>');
-      });
+    const { server, endpoint } = await multipartStore((_req, res) => {
+      res.writeHead(200, { 'x-amz-version-id': 'v1' });
+      res.end('<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUploadResult><Location>l</Location><Bucket>b</Bucket><Key>k</Key><ETag>"e&#0;t&#xD800;ag"</ETag></CompleteMultipartUploadResult>');
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
     try {
       const bytes = randomBytes(5 * MiB + 1);
-      const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
       const receipt = await destination('k', { endpoint, partSize: 5 * MiB }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
       expect(receipt.etag).toBe('e\ufffdt\ufffdag');
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }, 30_000);
+
+  it('an upload no longer open when it is aborted (404 NoSuchUpload): after a CompleteMultipartUpload answered with an error, the reason says the file was most likely published; before it, nothing is named as left behind', async () => {
+    // CompleteMultipartUpload answered 500 InternalError (or, with `refusePart`, the parts instead);
+    // AbortMultipartUpload 404 NoSuchUpload.
+    let refusePart = false;
+    const error = (code: string) => `<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code}</Code><Message>m</Message></Error>`;
+    const { server, endpoint } = await multipartStore(
+      (req, res) => void (req.method === 'DELETE' ? res.writeHead(404).end(error('NoSuchUpload')) : res.writeHead(500).end(error('InternalError'))),
+      () => refusePart,
+    );
+    try {
+      const bytes = randomBytes(5 * MiB + 1);
+      const publish = () => failure(destination('k', { endpoint, partSize: 5 * MiB }).publish(bodyOf(bytes), { digest: () => sha256(bytes) })) as Promise<PublishError>;
+      const completed = await publish();
+      // Was: "S3 answered HTTP 500 while publishing …; the incomplete multipart upload u1 could not be aborted (HTTP 404)".
+      expect(completed.reason).toBe(
+        `S3 answered HTTP 500 InternalError while publishing s3://${BUCKET}/k, and the multipart upload was gone when it was then aborted (HTTP 404): the file was most likely published. Retry it: a collision on retry means it was`,
+      );
+      expect(completed.leftover).toBeUndefined();
+      refusePart = true;
+      const refused = await publish();
+      expect(refused.reason).toBe(`S3 answered HTTP 500 InternalError while publishing s3://${BUCKET}/k`);
+      expect(refused.leftover).toBeUndefined();
     } finally {
       await new Promise((resolve) => server.close(resolve));
     }

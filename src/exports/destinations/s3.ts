@@ -121,6 +121,21 @@ function answerCollector(withinMs?: number) {
       });
     });
 }
+const RETRY_PUBLISHED = 'Retry it: a collision on retry means it was';
+
+/**
+ * The committing request failed where S3 may have stored the object all the same: its answer lost,
+ * late or too long (`commitFailed`). `what` says which answer and how it was missed.
+ */
+class MaybePublished extends PublishError {
+  constructor(readonly what: string) {
+    super('publication', `${what}: the file may have been published. ${RETRY_PUBLISHED}`);
+  }
+}
+
+/** What aborting a multipart upload found: it was aborted, it was no longer open (404), or what is left (a clause). */
+type AbortOutcome = 'aborted' | 'gone' | { left: string };
+
 const MIN_PART_SIZE = 5 * 1024 * 1024;
 const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
 const MAX_PARTS = 10_000;
@@ -230,6 +245,8 @@ export class S3Destination implements Destination {
     // Its answer may take minutes (S3 completing a large multipart upload): bounded by COMMIT_ANSWER_MS instead.
     const commitClient = new S3Client({ ...config, requestHandler: handler(false), maxAttempts: 1, streamCollector: answerCollector() });
     let uploadId: string | undefined;
+    /** CompleteMultipartUpload was sent: S3 may have completed the upload, whatever the answer. */
+    let completing = false;
     /** The part being sent (settled once answered), and how to cancel it. */
     let sending: { done: Promise<void>; cancel: AbortController } | undefined;
     try {
@@ -284,6 +301,7 @@ export class S3Destination implements Destination {
       await admitCommit(opts);
       parts.sort((a, b) => a.PartNumber - b.PartNumber);
       const commit = this.commitSignal(signal);
+      completing = true;
       const out = await commitClient.send(
         new CompleteMultipartUploadCommand({
           Bucket: this.options.bucket,
@@ -298,8 +316,15 @@ export class S3Destination implements Destination {
       return this.receipt(out.ETag, out.VersionId);
     } catch (err) {
       let failure = this.classify(err);
-      const left = uploadId ? await this.abortUpload(client, uploadId, sending) : undefined;
+      const aborted = uploadId ? await this.abortUpload(client, uploadId, sending) : 'aborted';
+      const left = typeof aborted === 'object' ? aborted.left : undefined;
       if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`, left);
+      // No longer open after its CompleteMultipartUpload was sent (a lost or failed answer): S3
+      // completed it, as far as can be told. Nothing is left behind; the reason says what is known.
+      if (aborted === 'gone' && completing && failure.code === 'publication') {
+        const what = failure instanceof MaybePublished ? failure.what : failure.reason;
+        failure = new PublishError('publication', `${what}, and the multipart upload was gone when it was then aborted (HTTP 404): the file was most likely published. ${RETRY_PUBLISHED}`);
+      }
       throw outcome(watch, signal, failure, left);
     } finally {
       watch.release();
@@ -327,7 +352,7 @@ export class S3Destination implements Destination {
         ? `from ${this.endpointName} (HTTP ${(err as AnswerTooLong).status}) was longer than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB, which no S3 answer is, and was not read further`
         : `did not come from ${this.endpointName} (${this.networkDetail(err)})`;
     if (!late && !tooLong && (e.$metadata?.httpStatusCode !== undefined || !sent)) throw err;
-    throw new PublishError('publication', `the answer to the request publishing ${this.location} ${missing}: the file may have been published. Retry it: a collision on retry means it was`);
+    throw new MaybePublished(`the answer to the request publishing ${this.location} ${missing}`);
   }
 
   /** The committing request's signal: the caller's, and the end of COMMIT_ANSWER_MS (`late` then true). */
@@ -391,9 +416,10 @@ export class S3Destination implements Destination {
    * body failed while it was) is waited for first, within CLEANUP_MS, then cancelled: S3 may store
    * a part whose upload was in progress when the abort came, after the abort ("it might be
    * necessary to abort a given multipart upload multiple times"), which then holds storage no
-   * listing of uploads shows.
+   * listing of uploads shows. An upload no longer open (404 `NoSuchUpload`: completed, or aborted
+   * already) leaves nothing behind.
    */
-  private async abortUpload(client: S3Client, uploadId: string, sending: { done: Promise<void>; cancel: AbortController } | undefined): Promise<string | undefined> {
+  private async abortUpload(client: S3Client, uploadId: string, sending: { done: Promise<void>; cancel: AbortController } | undefined): Promise<AbortOutcome> {
     const ms = this.options.cleanupMs ?? CLEANUP_MS;
     if (sending && (await within(sending.done.then(settled, settled), ms)) === undefined) {
       sending.cancel.abort();
@@ -403,11 +429,13 @@ export class S3Destination implements Destination {
       await client.send(new AbortMultipartUploadCommand({ Bucket: this.options.bucket, Key: this.options.key, UploadId: uploadId }), {
         abortSignal: AbortSignal.timeout(ms),
       });
-      return undefined;
+      return 'aborted';
     } catch (err) {
-      const status = (err as S3Failure).$metadata?.httpStatusCode;
+      const e = (err ?? {}) as S3Failure;
+      const status = e.$metadata?.httpStatusCode;
+      if (status === 404 && (e.name === 'NoSuchUpload' || e.Code === 'NoSuchUpload')) return 'gone';
       const detail = status ? ` (HTTP ${status})` : (err as Error)?.name === 'AbortError' || (err as Error)?.name === 'TimeoutError' ? ` (no answer within ${(this.options.cleanupMs ?? CLEANUP_MS) / 1000} s)` : '';
-      return `the incomplete multipart upload ${uploadId} could not be aborted${detail}`;
+      return { left: `the incomplete multipart upload ${uploadId} could not be aborted${detail}` };
     }
   }
 
