@@ -137,12 +137,25 @@ describe("an export run's end refused for a value it holds", () => {
     expect(retry).toMatchObject({ status: 'Failed', failureCode: 'collision', retryOf: ended.id });
   }, 30_000);
 
-  it('a failure whose end is refused: Failed record naming the failure it had; the next run of the export ends as usual', async () => {
+  it('a failure whose end is refused: Failed record naming the failure it had, its reason in the error line; the next run of the export ends as usual', async () => {
     await refuse('failure', "new.export_name = 'failure-denied' and new.failure_code = 'publication'", 'untranslatable_character');
-    const { ended, row } = await run('failure-denied');
-    const reason = "the run's end could not be stored: 22P05 untranslatable_character; the run had failed publication";
-    expect(ended).toMatchObject({ status: 'Failed', failureCode: 'record', failureReason: reason });
-    expect(row).toMatchObject({ status: 'Failed', failure_code: 'record', failure_reason: reason });
+    const logs = captureLogs('info');
+    let ended: ExportRun;
+    try {
+      let row: Record<string, unknown>;
+      ({ ended, row } = await run('failure-denied'));
+      const reason = "the run's end could not be stored: 22P05 untranslatable_character; the run had failed publication";
+      expect(ended).toMatchObject({ status: 'Failed', failureCode: 'record', failureReason: reason });
+      expect(row).toMatchObject({ status: 'Failed', failure_code: 'record', failure_reason: reason });
+      // The reason the record does not keep (what it said of the destination) is in the log. Was: only its code.
+      const told = logs.lines().filter((l) => l.runId === ended.id && l.level === 'error');
+      expect(told.map((l) => l.msg)).toEqual([
+        `export run ${ended.id}: its end was refused (22P05 untranslatable_character); it is written again as Failed record; it was to fail publication: S3 refused the write to s3://drops/failure-denied.csv (AccessDenied, HTTP 403): the credentials in access_key_env/secret_key_env were refused or may not write there`,
+      ]);
+      expect(logs.raw()).not.toContain('xyzzy');
+    } finally {
+      logs.restore();
+    }
     await owner.query('drop trigger refuse_failure on exports.runs');
     const next = await services.runNow(1, 'failure-denied');
     expect({ status: next.status, code: next.failureCode }).toEqual({ status: 'Failed', code: 'publication' });

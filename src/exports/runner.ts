@@ -10,7 +10,7 @@ import { dataErrorCode, describeDataError, END_NOT_STORED } from '../db/data-err
 import { isDatabaseUnavailable } from '../db/unavailable.js';
 import { runForTenant } from '../observability/context.js';
 import { loggableMessage } from '../observability/database-errors.js';
-import { logger } from '../observability/logger.js';
+import { logger, storableMessage } from '../observability/logger.js';
 import { SlotPool } from '../concurrency/slot-pool.js';
 import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
@@ -446,9 +446,13 @@ export class ExportRunner {
         const sqlState = dataErrorCode(err);
         const instead = sqlState === undefined ? undefined : storableEnd(outcome, sqlState);
         if (instead) {
+          // A failure's reason is not kept in the record (only its code): logged here, masked as the
+          // hub masks what it logs, so that what it said (a file that may have been published, a
+          // partial file left behind) is not lost.
+          const was = 'receipt' in outcome ? '' : `; it was to fail ${outcome.code}: ${storableMessage(outcome.reason)}`;
           logger().error(
             { runId: run.id, export: run.exportName, sqlstate: sqlState, ended: 'receipt' in outcome ? 'Completed' : outcome.code },
-            `export run ${run.id}: its end was refused (${describeDataError(sqlState!)}); it is written again ${'receipt' in instead ? 'Completed without the ETag and version id the destination answered' : `as Failed ${instead.code}`}`,
+            `export run ${run.id}: its end was refused (${describeDataError(sqlState!)}); it is written again ${'receipt' in instead ? 'Completed without the ETag and version id the destination answered' : `as Failed ${instead.code}`}${was}`,
           );
           outcome = instead;
           continue;
