@@ -11,7 +11,7 @@ import { join } from 'node:path';
  * stopped by its pid.
  *
  * Everything lives in a temporary directory: a fresh ed25519 host key (its fingerprint as
- * `ssh-keygen -lf` prints it), a client key pair whose public half is the test user's only
+ * `ssh-keygen -lf` prints it; with `extraHostKeys`, RSA or ECDSA ones beside it), a client key pair whose public half is the test user's only
  * authorized key, the config, the pid file and `root/`, a directory the test user owns and can
  * write. The user is a dedicated system account (`svc-sftp-test` unless told otherwise), created
  * with useradd when missing (it stays on the machine between runs) and given a new random password
@@ -34,6 +34,8 @@ export interface TestSshd {
   privateKeyFile: string;
   /** The host key's fingerprint, `SHA256:…` as `ssh-keygen -lf` prints it. */
   fingerprint: string;
+  /** The fingerprint of each host key by its type (`ed25519`, and those of `extraHostKeys`). */
+  fingerprints: Partial<Record<HostKeyType, string>>;
   /** A directory `user` owns and may write (an absolute path on this machine and on the server). */
   root: string;
   /** What sshd logged so far (stderr). Never holds the password or a key. */
@@ -43,8 +45,12 @@ export interface TestSshd {
   stop(): Promise<void>;
 }
 
+export type HostKeyType = 'ed25519' | 'ecdsa' | 'rsa';
+
 export interface SshdOptions {
   user?: string;
+  /** Host keys of these types beside the ed25519 one (a client asking for ed25519 first is still shown that). */
+  extraHostKeys?: Array<Exclude<HostKeyType, 'ed25519'>>;
 }
 
 const SSHD = '/usr/sbin/sshd';
@@ -62,12 +68,17 @@ export async function startSshd(options: SshdOptions = {}): Promise<TestSshd> {
   // Removed on every way out but a running server's (its stop() removes it).
   try {
     chmodSync(dir, 0o755); // the user reads its authorized keys and reaches root/ through it
-    const hostKey = join(dir, 'host_key');
+    const hostKeys = (['ed25519', ...(options.extraHostKeys ?? [])] as HostKeyType[]).map((type) => ({ type, file: join(dir, `host_key_${type}`) }));
     const clientKey = join(dir, 'client_key');
-    keygen(hostKey);
+    const fingerprints: Partial<Record<HostKeyType, string>> = {};
+    for (const { type, file } of hostKeys) {
+      keygen(file, type);
+      const printed = /\b(SHA256:[A-Za-z0-9+/]+)/.exec(execFileSync('ssh-keygen', ['-lf', `${file}.pub`], { encoding: 'utf8' }))?.[1];
+      if (!printed) throw new Error('ssh-keygen -lf printed no SHA256 fingerprint');
+      fingerprints[type] = printed;
+    }
+    const fingerprint = fingerprints.ed25519!;
     keygen(clientKey);
-    const fingerprint = /\b(SHA256:[A-Za-z0-9+/]+)/.exec(execFileSync('ssh-keygen', ['-lf', `${hostKey}.pub`], { encoding: 'utf8' }))?.[1];
-    if (!fingerprint) throw new Error('ssh-keygen -lf printed no SHA256 fingerprint');
     const authorized = join(dir, 'authorized_keys');
     mkdirSync(authorized, { mode: 0o755 });
     writeFileSync(join(authorized, user), readFileSync(`${clientKey}.pub`), { mode: 0o644 });
@@ -79,7 +90,7 @@ export async function startSshd(options: SshdOptions = {}): Promise<TestSshd> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const port = await freePort();
       const config = join(dir, 'sshd_config');
-      writeFileSync(config, sshdConfig({ port, dir, hostKey, user }));
+      writeFileSync(config, sshdConfig({ port, dir, hostKeys: hostKeys.map((k) => k.file), user }));
       try {
         const { child, log } = await launch(config, port);
         return {
@@ -90,6 +101,7 @@ export async function startSshd(options: SshdOptions = {}): Promise<TestSshd> {
           privateKey: readFileSync(clientKey, 'utf8'),
           privateKeyFile: clientKey,
           fingerprint,
+          fingerprints,
           root,
           log,
           connections: () => (log().match(/^Connection from /gm) ?? []).length,
@@ -134,8 +146,8 @@ function ensureUser(user: string): { uid: number; gid: number } {
   return created;
 }
 
-function keygen(file: string): void {
-  execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'svc-test', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] });
+function keygen(file: string, type: HostKeyType = 'ed25519'): void {
+  execFileSync('ssh-keygen', ['-q', '-t', type, ...(type === 'rsa' ? ['-b', '2048'] : []), '-N', '', '-C', 'svc-test', '-f', file], { stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
 /** OpenSSH's version (`ssh -V`, which prints on stderr), to leave out options older releases refuse. */
@@ -145,12 +157,12 @@ function opensshVersion(): [number, number] {
   return match ? [Number(match[1]), Number(match[2])] : [0, 0];
 }
 
-function sshdConfig(o: { port: number; dir: string; hostKey: string; user: string }): string {
+function sshdConfig(o: { port: number; dir: string; hostKeys: string[]; user: string }): string {
   const [major, minor] = opensshVersion();
   const lines = [
     `Port ${o.port}`,
     'ListenAddress 127.0.0.1',
-    `HostKey ${o.hostKey}`,
+    ...o.hostKeys.map((key) => `HostKey ${key}`),
     `PidFile ${join(o.dir, 'sshd.pid')}`,
     `AuthorizedKeysFile ${join(o.dir, 'authorized_keys')}/%u`,
     `AllowUsers ${o.user}`,

@@ -14,7 +14,7 @@ import { until } from '../../../test/harness/until.js';
 import { EgressPolicy } from '../../egress/policy.js';
 import { LeftBehind, PublishError } from './destination.js';
 import { startStallRelay } from '../../../test/harness/stall-relay.js';
-import { SftpDestination, type SftpDestinationOptions, sshFingerprint } from './sftp.js';
+import { hostKeyType, SftpDestination, type SftpDestinationOptions, sshFingerprint } from './sftp.js';
 
 const run = promisify(execFile);
 
@@ -24,7 +24,8 @@ let counter = 0;
 
 describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real OpenSSH server', () => {
   beforeAll(async () => {
-    sshd = await startSshd();
+    // Its RSA and ECDSA host keys beside the Ed25519 one the hub is shown.
+    sshd = await startSshd({ extraHostKeys: ['ecdsa', 'rsa'] });
     local = mkdtempSync(join(tmpdir(), 'svc-sftp-get-'));
   });
 
@@ -154,6 +155,39 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       expect(err.reason).toContain(`127.0.0.1:${sshd.port}`);
       expect(readdirSync(dir)).toEqual([]);
       expect(body.destroyed).toBe(true);
+    });
+
+    it("the fingerprint of another of the server's host keys (its RSA key; it presents Ed25519): the reason names the type presented and how to get that key's fingerprint", async () => {
+      const dir = freshDir();
+      const rsa = sshd.fingerprints.rsa!;
+      const err = (await destination(join(dir, 'x.csv'), { hostKeyFingerprint: rsa })
+        .publish(bodyOf(Buffer.from('"a"\r\n')), { digest: () => '' })
+        .catch((e: unknown) => e)) as PublishError;
+      expect(err).toBeInstanceOf(PublishError);
+      // Was: "…: expected <RSA>, the server presented <Ed25519>", no word of which key that was.
+      const scan = `ssh-keyscan -t ed25519 -p ${sshd.port} 127.0.0.1 | ssh-keygen -lf -`;
+      expect(err.reason).toBe(
+        `the host key of 127.0.0.1:${sshd.port} does not match host_key_fingerprint: expected ${rsa}, the server presented its ED25519 key ${sshd.fingerprints.ed25519}. ` +
+          `Of the server's host keys the hub checks the first it has of ED25519, ECDSA and RSA: if ${rsa} is another of them, ` +
+          `set host_key_fingerprint to that of its ED25519 key instead, checked with the server's administrator (${scan})`,
+      );
+      // The command it names prints the fingerprint to set, which the hub then accepts.
+      const { stdout } = await run('sh', ['-c', scan]);
+      expect(stdout).toMatch(new RegExp(`^256 ${sshd.fingerprints.ed25519!.replace(/[+/]/g, '\\$&')} .*\\(ED25519\\)$`, 'm'));
+      expect(readdirSync(dir)).toEqual([]);
+    });
+
+    it('names the host key types as ssh-keygen -l and ssh-keyscan -t do', () => {
+      const blob = (type: 'ed25519' | 'ecdsa' | 'rsa') => {
+        const pair = ssh2.utils.generateKeyPairSync(type, type === 'rsa' ? { bits: 2048 } : type === 'ecdsa' ? { bits: 256 } : {});
+        const parsed = ssh2.utils.parseKey(pair.public);
+        if (parsed instanceof Error || Array.isArray(parsed)) throw new Error('public key');
+        return parsed.getPublicSSH();
+      };
+      expect(hostKeyType(blob('ed25519'))).toEqual({ label: 'ED25519', scan: 'ed25519' });
+      expect(hostKeyType(blob('ecdsa'))).toEqual({ label: 'ECDSA', scan: 'ecdsa' });
+      expect(hostKeyType(blob('rsa'))).toEqual({ label: 'RSA', scan: 'rsa' });
+      expect(hostKeyType(randomBytes(51))).toBeUndefined();
     });
 
     it('accepts the fingerprint with padding or a lower-case prefix', async () => {

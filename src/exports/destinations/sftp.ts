@@ -57,6 +57,22 @@ export function sshFingerprint(key: Buffer): string {
   return `SHA256:${createHash('sha256').update(key).digest('base64').replace(/=+$/, '')}`;
 }
 
+/**
+ * A host key's type as `ssh-keygen -l` ends its line (`ED25519`, `ECDSA`, `RSA`) and as
+ * `ssh-keyscan -t` takes it, from the type its blob names first (`ssh-ed25519`,
+ * `ecdsa-sha2-nistp256`, `ssh-rsa`). undefined for a type these do not name (or a blob that names
+ * none): the server's own text is not quoted.
+ */
+export function hostKeyType(key: Buffer): { label: string; scan: string } | undefined {
+  const length = key.length >= 4 ? key.readUInt32BE(0) : 0;
+  const name = length > 0 && length <= 64 && key.length >= 4 + length ? key.subarray(4, 4 + length).toString('latin1') : '';
+  if (name === 'ssh-ed25519') return { label: 'ED25519', scan: 'ed25519' };
+  if (name.startsWith('ecdsa-sha2-')) return { label: 'ECDSA', scan: 'ecdsa' };
+  if (name === 'ssh-rsa') return { label: 'RSA', scan: 'rsa' };
+  if (name === 'ssh-dss') return { label: 'DSA', scan: 'dsa' };
+  return undefined;
+}
+
 /** The same fingerprint however it was pasted: `SHA256:` prefix in any case, padding or not. */
 function normaliseFingerprint(value: string): string {
   const trimmed = value.trim();
@@ -170,6 +186,7 @@ export class SftpDestination implements Destination {
     }
     const expected = normaliseFingerprint(o.hostKeyFingerprint);
     let presented: string | undefined;
+    let presentedType: ReturnType<typeof hostKeyType>;
     let raw: (Error & { level?: string; code?: unknown }) | undefined;
     const onError = (err: Error) => {
       raw ??= err;
@@ -190,6 +207,7 @@ export class SftpDestination implements Destination {
         tryKeyboard: false,
         hostVerifier: (key: Buffer) => {
           presented = sshFingerprint(key);
+          presentedType = hostKeyType(key);
           return presented === expected;
         },
       });
@@ -199,12 +217,7 @@ export class SftpDestination implements Destination {
       // delayed ACKs hold every small packet back for tens of milliseconds.
       rawClient(client)?.setNoDelay(true);
     } catch (err) {
-      if (presented !== undefined && presented !== expected) {
-        throw new PublishError(
-          'publication',
-          `the host key of ${this.endpoint} does not match host_key_fingerprint: expected ${expected}, the server presented ${presented}`,
-        );
-      }
+      if (presented !== undefined && presented !== expected) throw this.hostKeyMismatch(expected, presented, presentedType);
       const cause = raw ?? (err as Error & { level?: string; code?: unknown });
       if (cause.level === 'client-authentication' || /authentication methods failed/i.test(String(cause.message))) {
         const secret = o.privateKey !== undefined ? 'the key named in key_env' : 'the password named in password_env';
@@ -222,6 +235,22 @@ export class SftpDestination implements Destination {
       clearTimeout(timer);
       client.removeListener('error', onError);
     }
+  }
+
+  /**
+   * The server presented another key than the one pinned. It presents one key: the first of its
+   * types that ssh2 asks for (Ed25519, ECDSA, RSA), and a fingerprint does not say which type it
+   * is of, so the pinned one may be another of the server's keys (its RSA key, say): the reason
+   * names the type presented and how to get that key's fingerprint.
+   */
+  private hostKeyMismatch(expected: string, presented: string, type: ReturnType<typeof hostKeyType>): PublishError {
+    const scan = `ssh-keyscan${type ? ` -t ${type.scan}` : ''} -p ${this.options.port} ${this.options.host} | ssh-keygen -lf -`;
+    return new PublishError(
+      'publication',
+      `the host key of ${this.endpoint} does not match host_key_fingerprint: expected ${expected}, the server presented ${type ? `its ${type.label} key ` : ''}${presented}. ` +
+        `Of the server's host keys the hub checks the first it has of ED25519, ECDSA and RSA: if ${expected} is another of them, ` +
+        `set host_key_fingerprint to that of its ${type ? `${type.label} ` : ''}key instead, checked with the server's administrator (${scan})`,
+    );
   }
 
   private async checkTarget(client: SftpClient): Promise<void> {
