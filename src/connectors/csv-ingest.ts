@@ -3,6 +3,7 @@ import { type Options, Parser } from 'csv-parse';
 import type { Tx } from '../db/database.js';
 import { csvSourceId, stableUuid } from './csv-source.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import { pieceEnd } from '../validation/input-limits.js';
 import { connectorLabel, csvBytesReadTotal, csvOpenTotal } from './metrics.js';
 import type { ConnectorRunner, PageReader } from './runner.js';
 import type { RunRecord } from './runs/ledger.js';
@@ -26,7 +27,6 @@ export const MAX_CSV_COLUMNS = 1600;
 
 /** Characters of CSV parsed between two turns of the event loop: a few milliseconds of parsing, whatever the text holds. */
 const CSV_SLICE_CHARS = 16 * 1024;
-const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
 
 /**
  * The records of a CSV text, parsed a slice at a time with a turn of the event loop between two slices: parsed in one
@@ -57,8 +57,7 @@ async function* csvRecords(text: string, options: Options): AsyncGenerator<Array
   try {
     for (let at = 0; at < text.length && !parser.destroyed; ) {
       // Slices of the text, each made bytes as it is written: a surrogate pair is never cut in two.
-      let end = Math.min(at + CSV_SLICE_CHARS, text.length);
-      if (end < text.length && isHighSurrogate(text.charCodeAt(end - 1))) end -= 1;
+      const end = pieceEnd(text, at, CSV_SLICE_CHARS);
       parser.write(Buffer.from(text.slice(at, end)));
       at = end;
       await turn();

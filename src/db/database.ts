@@ -1,6 +1,8 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
 import { finished, type Readable } from 'node:stream';
+import { setImmediate as turn } from 'node:timers/promises';
 import pg, { type Submittable } from 'pg';
 import { from as copyFromStdin } from 'pg-copy-streams';
 import { SlotPool } from '../concurrency/slot-pool.js';
@@ -54,9 +56,12 @@ export interface Tx {
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
   /**
    * `COPY … FROM STDIN` on the transaction's own connection: `rows` is the text-format data (lines
-   * already escaped). Returns how many rows were copied. Absent on test doubles.
+   * already escaped), whole or in pieces; each piece is taken from `rows` only once the one before it
+   * was sent, with a turn of the event loop between two, so that a large COPY is made and sent a piece
+   * at a time (a piece may end inside a line, never between the two halves of a surrogate pair).
+   * Returns how many rows were copied. Absent on test doubles.
    */
-  copyFrom?(sql: string, rows: string): Promise<number>;
+  copyFrom?(sql: string, rows: string | Iterable<string>): Promise<number>;
   /**
    * `COPY … TO STDOUT` on the transaction's own connection: the bytes, read from the server only as
    * fast as they are consumed. Consume it to its end before the next statement. Destroying it
@@ -439,18 +444,36 @@ export function statementName(text: string): string {
   return name;
 }
 
-/** Streams `rows` (COPY text format) through `sql` (a `COPY … FROM STDIN`) on `client`. */
-function copyInto(client: pg.PoolClient, sql: string, rows: string): Promise<number> {
+/**
+ * Streams `rows` (COPY text format) through `sql` (a `COPY … FROM STDIN`) on `client`, a piece at a time: the
+ * next piece is asked for once the last one is taken (the connection drained, or a turn of the event loop
+ * later). Sent as one string, a chunk of 1,000 rows of 1,600 columns (18 MB) was encoded in one go and held
+ * the event loop 0.14 to 0.24 s. A piece left untaken by an error is never asked for.
+ */
+function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<string>): Promise<number> {
   return inSpan(
     'db COPY',
     { 'db.system.name': 'postgresql', 'db.query.text': sql, 'db.operation.name': 'COPY' },
-    () =>
-      new Promise<number>((resolve, reject) => {
-        const stream = client.query(copyFromStdin(sql));
-        stream.on('error', reject);
+    async () => {
+      const stream = client.query(copyFromStdin(sql));
+      let failed = false;
+      const done = new Promise<number>((resolve, reject) => {
+        stream.on('error', (err) => {
+          failed = true;
+          reject(err);
+        });
         stream.on('finish', () => resolve(stream.rowCount));
-        stream.end(rows);
-      }),
+      });
+      done.catch(() => undefined); // awaited below
+      for (const piece of typeof rows === 'string' ? [rows] : rows) {
+        if (failed) break;
+        if (stream.write(piece)) await turn();
+        else await Promise.race([once(stream, 'drain'), done]);
+      }
+      // Ended only when nothing failed: after the server's error the stream has no connection to end on.
+      if (!failed) stream.end();
+      return done;
+    },
     SpanKind.CLIENT,
   );
 }

@@ -48,6 +48,17 @@ export function overJsonLimits(scanned: { containers: number; keys: number }): s
   return undefined;
 }
 
+/**
+ * Where a piece of `text` that starts at `at` and holds at most `chars` characters ends: never between the two halves
+ * of a surrogate pair, as each piece of a text written in pieces is encoded to UTF-8 on its own (half a pair is
+ * encoded as U+FFFD).
+ */
+export function pieceEnd(text: string, at: number, chars: number): number {
+  const end = Math.min(at + chars, text.length);
+  const last = text.charCodeAt(end - 1);
+  return end < text.length && end - 1 > at && last >= 0xd800 && last <= 0xdbff ? end - 1 : end;
+}
+
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
 
