@@ -33,6 +33,11 @@ import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 export interface PageReader {
   /** `resume`: where an earlier run of the endpoint stopped at the page budget (resume.ts); the read starts there. */
   read(connector: ConnectorSpec, endpoint: EndpointSpec, options: { signal: AbortSignal; watermark?: string; resume?: ReadPosition }): AsyncIterable<Page>;
+  /**
+   * Rows per chunk of a run of this reader when fewer than `chunkSize` (svc.connectors.chunk-size): a reader that
+   * knows its rows are wide (a CSV body's, by its header) bounds what a run holds of them (up to four chunks).
+   */
+  chunkRows?: number;
 }
 
 export interface RunnerOptions {
@@ -391,6 +396,7 @@ export class ConnectorRunner {
     let written = 0;
     let buffer: unknown[] = [];
     let cancelCheckedAt = Date.now();
+    const chunkSize = Math.max(1, Math.min(this.o.chunkSize, reader.chunkRows ?? this.o.chunkSize));
 
     // Writing overlaps reading: while chunks are written the reader fetches and prepares the next
     // pages. Up to WRITES_IN_FLIGHT chunks are written at once, each in its own transaction (so
@@ -516,7 +522,7 @@ export class ConnectorRunner {
       for await (const page of untilAborted(reader.read(connector, endpoint, { signal: controller.signal, watermark, resume: resumed?.read }), controller.signal)) {
         for (const item of page.items) buffer.push(item);
         if (watermarking) candidate = maxOf(candidate, page.items.map((item) => watermarkOf(item, watermarking.watermark_path)));
-        while (buffer.length >= this.o.chunkSize) await flush(buffer.splice(0, this.o.chunkSize));
+        while (buffer.length >= chunkSize) await flush(buffer.splice(0, chunkSize));
         // Besides the heartbeat (and a cancel served by this process, at once), the flag is looked
         // up at page boundaries, at most twice a second.
         if (!controller.signal.aborted && Date.now() - cancelCheckedAt > 500) {
