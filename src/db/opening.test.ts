@@ -124,6 +124,33 @@ describe("a transaction's opening travels with its first statement", () => {
     expect(rows).toEqual([{ login: 'frank' }]);
   });
 
+  it('a COPY given in pieces takes them one at a time, and no more once the server refused one', async () => {
+    await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists counted (n int)'));
+    let taken = 0;
+    function* pieces() {
+      const ones = '1\n'.repeat(32 * 1024);
+      for (let i = 0; i < 1000; i++) {
+        taken++;
+        yield i === 2 ? 'not a number\n' : ones;
+      }
+    }
+    await expect(t.db.withTenant(101, (tx) => tx.copyFrom!('copy counted (n) from stdin', pieces()))).rejects.toThrow(/invalid input syntax for type integer/);
+    // Refused at the third piece: the pieces after the refusal reached (64 MB in all) are never made.
+    expect(taken).toBeLessThan(1000);
+    // The pool's one connection is usable after it, and nothing of the refused COPY is left.
+    taken = 0;
+    function* fine() {
+      for (let i = 0; i < 3; i++) {
+        taken++;
+        yield '1\n2\n';
+      }
+    }
+    expect(await t.db.withTenant(101, (tx) => tx.copyFrom!('copy counted (n) from stdin', fine()))).toBe(6);
+    expect(taken).toBe(3);
+    const { rows } = await t.db.withoutTenant((tx) => tx.query('select count(*)::int as n from counted'));
+    expect(rows).toEqual([{ n: 6 }]);
+  });
+
   it('cross-tenant work opens its transaction with its first statement too', async () => {
     const same = await t.db.crossTenant('test', async (tx) => {
       const first = await tx.query<{ at: string }>('select now()::text as at');
