@@ -259,7 +259,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   const shippedMigrations = readMigrations(MIGRATION_SETS);
   const services: AreaServices = {
     admin,
-    manifests: createManifestServices({ db, admin, egress }),
+    manifests: createManifestServices({ db, admin, egress, exportRunStaleAfterMs: config.duration('svc.export.run-stale-after') }),
     email: createEmailServices({ db }),
     entities: createEntityServices({ db }),
     processes: createProcessServices({ db, events }),

@@ -7,6 +7,7 @@ import { EgressPolicy } from '../src/egress/policy.js';
 import { crdOf } from '../src/manifests/crd.js';
 import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.js';
 import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
+import { ownerClient } from '../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { type KubeObject, KubeApiStandIn, type RecordedRequest } from '../test/harness/kube-api.js';
 import { kubeConfig } from '../kube/kube-config.js';
@@ -594,6 +595,59 @@ describe('an Export resource', () => {
     api.remove(apiVersionOf(EXPORT), 'exports', NS, 'partners-nightly');
     await until('the resource gone', () => !exp('partners-nightly'));
     expect((await hubGet('/api/exports/partners-nightly')).status).toBe(404);
+  });
+
+  it('deleted while its run is Running in a process that died: the run ends at once, Failed interrupted, and the resource made again runs', async () => {
+    const name = 'partners-dead-run';
+    const resource = inNamespace(example('export-partners-sftp.yaml'));
+    resource.metadata = { ...resource.metadata, name };
+    // Nothing listens there: the run of the resource made again fails at once.
+    resource.spec = { ...(resource.spec as object), destination: { ...(resource.spec as { destination: object }).destination, host: '127.0.0.1', port: 9 } };
+    const readyApplied = () => until('Ready', () => exp(name)?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True' && c.reason === 'Applied'));
+    api.apply('exports', resource);
+    await readyApplied();
+    // A Running run as a claim left it, its last heartbeat an hour old: its process died (no sweep runs in this hub).
+    const owner = await ownerClient(hub.ownerUrl);
+    let id: string;
+    try {
+      const { rows } = await owner.query<{ id: string }>(
+        `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time, heartbeat_at)
+         select 1, id, name, entity, scope, 'sftp', 'Running', 'manual', now(), now() - interval '1 hour' from exports.exports where tenant_id = 1 and name = $1
+         returning id`,
+        [name],
+      );
+      id = rows[0]!.id;
+    } finally {
+      await owner.end();
+    }
+    const run = async (runId: string) => {
+      const res = await hubGet(`/api/exports/${name}/runs/${runId}`);
+      if (res.status !== 200) throw new Error(`run ${runId}: ${res.status}`);
+      return res.body!;
+    };
+    const logs = captureLogs('warn');
+    try {
+      api.remove(apiVersionOf(EXPORT), 'exports', NS, name);
+      await until('the resource gone', () => !exp(name));
+      // Was: Running, its stop request read by no process, until the sweep failed it; meanwhile the
+      // name's next run was refused (409 already has a run in flight).
+      expect(await run(id)).toMatchObject({
+        status: 'Failed',
+        failureCode: 'interrupted',
+        failureReason: expect.stringMatching(/^the export was deleted after the run's process had stopped \(no heartbeat for 30 s\): a partial file .* may be left behind$/),
+      });
+      expect(logs.lines().filter((l) => l.runId === id && /failed as interrupted on delete/.test(String(l.msg)))).toHaveLength(1);
+    } finally {
+      logs.restore();
+    }
+    api.apply('exports', resource);
+    await readyApplied();
+    const started = await fetch(`${hub.url}/api/exports/${name}/runs`, { method: 'POST', headers: { 'X-Tenant-ID': '1' } });
+    expect(started.status).toBe(202);
+    const next = ((await started.json()) as { runId: string }).runId;
+    await until('the next run to end', async () => (await run(next)).status !== 'Running');
+    api.remove(apiVersionOf(EXPORT), 'exports', NS, name);
+    await until('the resource gone', () => !exp(name));
   });
 });
 

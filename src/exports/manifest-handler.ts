@@ -1,8 +1,8 @@
 import type { Tx } from '../db/database.js';
-import { type ApplyContext, type ManifestHandler, warningLines } from '../manifests/handler.js';
+import { type ApplyContext, type ManifestHandler, type RemoveContext, warningLines } from '../manifests/handler.js';
 import { entityShape } from './entity-shape.js';
 import { checkExportManifest, destinationWarning } from './manifest/validate.js';
-import { latestRun } from './runs/ledger.js';
+import { latestRun, warnEndedDead } from './runs/ledger.js';
 import { applyExport, deleteExport, storedManifest } from './store.js';
 
 /**
@@ -23,8 +23,20 @@ export const exportHandler: ManifestHandler = {
     const warning = spec && destinationWarning(context.egress, spec.destination);
     return warning ? warningLines([warning]) : [];
   },
-  // A run in flight stops at its process's next heartbeat, as with DELETE /api/exports/{name}.
-  remove: async (tx: Tx, name: string) => (await deleteExport(tx, name)).deleted,
+  // As DELETE /api/exports/{name}: a run in flight stops at its process's next heartbeat, and one
+  // whose process died (no heartbeat for svc.export.run-stale-after) ends at once, or the name
+  // applied again could not run until the interrupted-run sweep ended it.
+  async remove(tx: Tx, name: string, context?: RemoveContext) {
+    const staleAfterMs = context?.exportRunStaleAfterMs;
+    const { deleted, ended } = await deleteExport(tx, name, staleAfterMs === undefined ? undefined : { staleAfterMs });
+    const exportName = name.toLowerCase();
+    if (ended.length > 0) {
+      context!.afterCommit(() => {
+        for (const id of ended) warnEndedDead(tx.tenantId, { id, exportName }, 'delete', staleAfterMs!);
+      });
+    }
+    return deleted;
+  },
   async lastRun(tx: Tx, name: string) {
     const run = await latestRun(tx, name.toLowerCase());
     return run ? { id: run.id, status: run.status, endedAt: run.endedAt } : undefined;

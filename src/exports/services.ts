@@ -24,7 +24,7 @@ import { csvSnapshot } from './csv/writer.js';
 import type { Issue } from './manifest/validate.js';
 import { deletedSince, ExportRunner, notRetryable } from './runner.js';
 import { DigestStream } from './csv/digest.js';
-import { CLEANED_UP, EXPORT_DELETED, type ExportRun, failIfDead, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, runById, type StopRequest } from './runs/ledger.js';
+import { CLEANED_UP, type DeadRunRule, deadRunStop, EXPORT_DELETED, endIfDead, type ExportRun, failInterrupted, getRun, latestRun, listRuns, requestStopFirst, runById, type StopRequest, warnEndedDead } from './runs/ledger.js';
 import { applyExport, deleteExport, type ExportDetail, type ExportRecord, getExport, getExportById, listExports } from './store.js';
 
 /** Who calls: the scope rules read the caller's hub user (scope grants). */
@@ -155,17 +155,6 @@ async function history(
 
 const record = ({ manifest: _m, spec: _s, ...rest }: ExportDetail): ExportRecord => rest;
 
-/**
- * What a stop ends a run with whose process died (`failIfDead`), `what` the stop (a cancel, the
- * export's delete) and `after` what follows: nothing was cleaned up.
- */
-function deadRunStop(what: string, staleAfterMs: number, after = ''): StopRequest {
-  return {
-    code: 'interrupted',
-    reason: `${what} after the run's process had stopped (no heartbeat for ${Math.round(staleAfterMs / 1000)} s): a partial file (SFTP .part, S3 incomplete multipart upload) may be left behind${after}`,
-  };
-}
-
 export function createExportServices(deps: ExportDeps): ExportServices {
   const { config, db } = deps;
   const now = deps.now ?? (() => new Date());
@@ -206,17 +195,8 @@ export function createExportServices(deps: ExportDeps): ExportServices {
     }
   };
 
-  /**
-   * Ends a Running run at once with `end` when no live process holds it (not run by this process;
-   * no heartbeat for svc.export.run-stale-after, its publication lock free: the sweep's rule), its
-   * stop request standing: nothing would read that request. The lock is taken until `tx` commits (a
-   * publication that comes after finds the run Failed). False: a process may run it, it reads the
-   * request (a run of this process lives, whatever its heartbeat says: its caller stops it here).
-   */
-  const endIfDead = async (tx: Tx, id: string, end: StopRequest): Promise<boolean> => !runner.runsHere(id) && (await failIfDead(tx, id, staleAfterMs, end));
-  /** The warning of a run `endIfDead` ended, `on` the stop (once its transaction committed). */
-  const endedDead = (t: number, run: { id: string; exportName: string }, on: string) =>
-    logger().warn({ runId: run.id, tenantId: t, export: run.exportName }, `export run ${run.id} of ${run.exportName} failed as interrupted on ${on}: no heartbeat for ${staleAfterMs} ms`);
+  /** Runs `endIfDead` ends: the runs of this process live (their caller stops them here). */
+  const dead: DeadRunRule = { staleAfterMs, runsHere: (id) => runner.runsHere(id) };
 
   return {
     manifests: {
@@ -242,14 +222,10 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         // died: the name's next run would wait for the sweep to end it).
         const { exportName, stopped, ended } = await db.withTenant(t, async (tx) => {
           const exp = await found(tx, caller, name);
-          const { stopped } = await deleteExport(tx, name);
-          const dead = deadRunStop('the export was deleted', staleAfterMs);
-          const ended = new Set<string>();
-          for (const id of stopped) if (await endIfDead(tx, id, dead)) ended.add(id);
-          return { exportName: exp.name, stopped, ended };
+          return { exportName: exp.name, ...(await deleteExport(tx, name, dead)) };
         });
         for (const id of stopped) {
-          if (ended.has(id)) endedDead(t, { id, exportName }, 'delete');
+          if (ended.includes(id)) warnEndedDead(t, { id, exportName }, 'delete', staleAfterMs);
           else runner.stop(id, EXPORT_DELETED);
         }
       },
@@ -293,12 +269,12 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           if (standing && 'status' in standing) throw notRunning(standing.status);
           if (standing) throw new ConflictError(`run ${id} is being stopped already: ${standing.reason}`);
           // No live process holds it: it ends now. Its process cleaned nothing up.
-          const dead = deadRunStop(`cancelled by ${actor}`, staleAfterMs, '. Retry it: a collision on retry means this run did publish');
-          if (await endIfDead(tx, id, dead)) return { run: (await runById(tx, id))!, ended: true };
+          const end = deadRunStop(`cancelled by ${actor}`, staleAfterMs, '. Retry it: a collision on retry means this run did publish');
+          if (await endIfDead(tx, id, dead, end)) return { run: (await runById(tx, id))!, ended: true };
           return { run: running!, ended: false };
         });
         if (ended) {
-          endedDead(t, run, 'cancel');
+          warnEndedDead(t, run, 'cancel', staleAfterMs);
           return run;
         }
         runner.stop(run.id, stop);

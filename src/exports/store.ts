@@ -3,7 +3,7 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
-import { EXPORT_DELETED, requestStop } from './runs/ledger.js';
+import { type DeadRunRule, deadRunStop, EXPORT_DELETED, endIfDead, requestStop } from './runs/ledger.js';
 
 /**
  * Exports as stored (schema `exports`, migrations/exports/V1__exports.sql), in the caller's tenant
@@ -130,10 +130,19 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: 
 /**
  * Deletes by name; its runs stay as history, and a run in flight is asked to stop (EXPORT_DELETED:
  * its process reads it with its next heartbeat; `stopped` are their ids, for a process that runs
- * them to stop them at once). `deleted` false when there was none.
+ * them to stop them at once). With `dead`, each of them no live process holds (its process died:
+ * nothing would read the request, and the name's next run would wait for the interrupted-run sweep)
+ * ends now, Failed `interrupted` (`endIfDead`): `ended`, to be logged once the transaction committed
+ * (`warnEndedDead`). `deleted` false when there was none.
  */
-export async function deleteExport(tx: Tx, name: string): Promise<{ deleted: boolean; stopped: string[] }> {
+export async function deleteExport(tx: Tx, name: string, dead?: DeadRunRule): Promise<{ deleted: boolean; stopped: string[]; ended: string[] }> {
   const { rows } = await tx.query<{ id: string }>('delete from exports.exports where name = lower($1) returning id', [name]);
-  if (!rows[0]) return { deleted: false, stopped: [] };
-  return { deleted: true, stopped: await requestStop(tx, { exportId: rows[0].id }, EXPORT_DELETED) };
+  if (!rows[0]) return { deleted: false, stopped: [], ended: [] };
+  const stopped = await requestStop(tx, { exportId: rows[0].id }, EXPORT_DELETED);
+  const ended: string[] = [];
+  if (dead) {
+    const end = deadRunStop('the export was deleted', dead.staleAfterMs);
+    for (const id of stopped) if (await endIfDead(tx, id, dead, end)) ended.push(id);
+  }
+  return { deleted: true, stopped, ended };
 }

@@ -26,7 +26,7 @@ export interface ManifestHandler {
    */
   policyWarnings?(manifest: unknown, context: ApplyContext): string[];
   /** Deletes by name (with what it owns in the hub); false when there was none. */
-  remove(tx: Tx, name: string): Promise<boolean>;
+  remove(tx: Tx, name: string, context?: RemoveContext): Promise<boolean>;
   /** The latest run (kinds with `lastRun`). */
   lastRun?(tx: Tx, name: string): Promise<{ id: string; status: string; endedAt: string | null } | undefined>;
   /**
@@ -41,6 +41,18 @@ export interface ManifestHandler {
 /** What the hub lends a kind's apply besides the transaction. */
 export interface ApplyContext {
   egress?: EgressPolicy;
+}
+
+/** What the hub lends a kind's remove besides the transaction. */
+export interface RemoveContext {
+  /**
+   * svc.export.run-stale-after: a Running run of a deleted Export with no heartbeat for this long
+   * (its process died) ends at once, as with `DELETE /api/exports/{name}`. Unset: it is only asked
+   * to stop, and the interrupted-run sweep ends it.
+   */
+  exportRunStaleAfterMs?: number;
+  /** Takes what to do once the remove's transaction has committed (a log line of what it did). */
+  afterCommit(then: () => void): void;
 }
 
 /** Apply's warnings as the operator shows them (an event, a status condition): one line each, the field first. */

@@ -168,8 +168,12 @@ async function ownership(tx: Tx, kind: ManifestKind, name: string, owner: Manife
   return { recorded, changeWarnings: record?.changeWarnings, stored, conflict };
 }
 
-/** `egress`: the hub's outbound address policy, lent to each kind's apply for its warnings (ApplyContext). */
-export function createManifestServices(deps: { db: Database; admin: AdminServices; egress?: EgressPolicy }): ManifestServices {
+/**
+ * `egress`: the hub's outbound address policy, lent to each kind's apply for its warnings
+ * (ApplyContext); `exportRunStaleAfterMs`: svc.export.run-stale-after, lent to each kind's remove
+ * (RemoveContext).
+ */
+export function createManifestServices(deps: { db: Database; admin: AdminServices; egress?: EgressPolicy; exportRunStaleAfterMs?: number }): ManifestServices {
   const { db, admin } = deps;
   const context = { egress: deps.egress };
   const policyWarnings = (kind: ManifestKind, manifest: unknown) => kind.handler.policyWarnings?.(manifest, context) ?? [];
@@ -251,8 +255,9 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         );
         return rows.map((r) => ({ tenantId: Number(r.tenant_id), tenant: r.code, name: r.name, owner: { namespace: r.namespace, name: r.resource, uid: r.uid } }));
       }),
-    removeOwned: (kind, tenantId, name, by, fence) =>
-      db.withTenant(tenantId, async (tx) => {
+    async removeOwned(kind, tenantId, name, by, fence) {
+      const committed: Array<() => void> = [];
+      const removed = await db.withTenant(tenantId, async (tx) => {
         const recorded = await ownerOf(tx, kind, name);
         if ('uid' in by) {
           if (recorded?.uid !== by.uid) return false;
@@ -262,10 +267,13 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
           if (!stored || stored.appliedBy !== by.unownedAppliedBy) return false;
         }
         // The kind's delete takes the record with it (trigger forget_owner).
-        const removed = await kind.handler.remove(tx, name);
-        if (removed) await fence?.();
-        return removed;
-      }),
+        const deleted = await kind.handler.remove(tx, name, { exportRunStaleAfterMs: deps.exportRunStaleAfterMs, afterCommit: (then) => committed.push(then) });
+        if (deleted) await fence?.();
+        return deleted;
+      });
+      for (const then of committed) then();
+      return removed;
+    },
     lastRun: async (kind, tenantId, name) => (kind.handler.lastRun ? db.withTenant(tenantId, (tx) => kind.handler.lastRun!(tx, name)) : undefined),
     runsChanged: (kinds, since) =>
       db.crossTenant('operator-runs', async (tx) => {

@@ -4,7 +4,7 @@ import { ConflictError, NotFoundError } from '../../errors.js';
 import type { FailureCode } from '../types.js';
 import { SlotWithdrawn, slotWithdrawn } from '../../connectors/schedule.js';
 import { isUuid } from '../../validation/uuid.js';
-import { storableMessage, storableUpstreamMessage } from '../../observability/logger.js';
+import { logger, storableMessage, storableUpstreamMessage } from '../../observability/logger.js';
 
 /**
  * The export run ledger (spec 3 "Export run record" and "Export run"): one row per run, from claim
@@ -412,6 +412,42 @@ export async function failInterrupted(tx: Tx, staleMs: number): Promise<Array<{ 
  */
 export async function failIfDead(tx: Tx, id: string, staleMs: number, stop: StopRequest): Promise<boolean> {
   return (await failDead(tx, staleMs, { code: stop.code, reason: storableUpstreamMessage(stop.reason) }, id)).length === 1;
+}
+
+/**
+ * Which runs a stop ends at once (`endIfDead`): svc.export.run-stale-after, and the runs this
+ * process runs (they live whatever their heartbeat says: the caller stops them; none known, none).
+ */
+export interface DeadRunRule {
+  staleAfterMs: number;
+  runsHere?: (runId: string) => boolean;
+}
+
+/**
+ * Ends a Running run at once with `end` when no live process holds it (not run by this process;
+ * `failIfDead`: no heartbeat for svc.export.run-stale-after, its publication lock free: the sweep's
+ * rule), its stop request standing: nothing would read that request. The lock is taken until `tx`
+ * commits (a publication that comes after finds the run Failed). False: a process may run it, it
+ * reads the request.
+ */
+export async function endIfDead(tx: Tx, id: string, rule: DeadRunRule, end: StopRequest): Promise<boolean> {
+  return !rule.runsHere?.(id) && (await failIfDead(tx, id, rule.staleAfterMs, end));
+}
+
+/**
+ * What a stop ends a run with whose process died (`endIfDead`), `what` the stop (a cancel, the
+ * export's delete) and `after` what follows: nothing was cleaned up.
+ */
+export function deadRunStop(what: string, staleAfterMs: number, after = ''): StopRequest {
+  return {
+    code: 'interrupted',
+    reason: `${what} after the run's process had stopped (no heartbeat for ${Math.round(staleAfterMs / 1000)} s): a partial file (SFTP .part, S3 incomplete multipart upload) may be left behind${after}`,
+  };
+}
+
+/** The warning of a run `endIfDead` ended, `on` the stop (logged once its transaction committed). */
+export function warnEndedDead(tenantId: number | undefined, run: { id: string; exportName: string }, on: string, staleAfterMs: number): void {
+  logger().warn({ runId: run.id, tenantId, export: run.exportName }, `export run ${run.id} of ${run.exportName} failed as interrupted on ${on}: no heartbeat for ${staleAfterMs} ms`);
 }
 
 /** Fails the Running runs (one, with `id`) with no heartbeat for `staleMs` whose publication lock is free, taking the lock. */
