@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { type AddressInfo, createServer } from 'node:net';
+import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -17,6 +17,19 @@ import { startStallRelay } from '../../../test/harness/stall-relay.js';
 import { hostKeyType, SftpDestination, type SftpDestinationOptions, sshFingerprint } from './sftp.js';
 
 const run = promisify(execFile);
+
+/**
+ * A key pair of ssh2's generateKeyPairSync, parsed. ssh2 writes about one Ed25519 pair in 170
+ * malformed (a 31-byte key), which its own parseKey refuses: such a pair is made again.
+ */
+function keyPair(type: 'ed25519' | 'ecdsa' | 'rsa') {
+  for (;;) {
+    const pair = ssh2.utils.generateKeyPairSync(type, type === 'rsa' ? { bits: 2048 } : type === 'ecdsa' ? { bits: 256 } : {});
+    const parsed = ssh2.utils.parseKey(pair.private);
+    const pub = ssh2.utils.parseKey(pair.public);
+    if (!(parsed instanceof Error) && !Array.isArray(parsed) && !(pub instanceof Error) && !Array.isArray(pub)) return { pair, parsed };
+  }
+}
 
 let sshd: TestSshd;
 let local: string;
@@ -141,40 +154,109 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       expect(readdirSync(dir)).toEqual(['empty.csv']);
     });
 
-    it('refuses a host key other than the configured fingerprint, naming both, and writes nothing', async () => {
+    it("refuses a fingerprint none of the server's host keys has, naming each key by type after one handshake per type, and writes nothing", async () => {
       const dir = freshDir();
       const wrong = sshFingerprint(randomBytes(51));
       const body = bodyOf(Buffer.from('"a"\r\n'));
+      const before = sshd.connections();
       const err = (await destination(join(dir, 'x.csv'), { hostKeyFingerprint: wrong })
         .publish(body, { digest: () => '' })
         .catch((e: unknown) => e)) as PublishError;
       expect(err).toBeInstanceOf(PublishError);
       expect(err.code).toBe('publication');
-      expect(err.reason).toContain(wrong);
-      expect(err.reason).toContain(sshd.fingerprint);
-      expect(err.reason).toContain(`127.0.0.1:${sshd.port}`);
+      const { ed25519, ecdsa, rsa } = sshd.fingerprints;
+      const scan = `ssh-keyscan -p ${sshd.port} 127.0.0.1 | ssh-keygen -lf -`;
+      expect(err.reason).toBe(
+        `the host key of 127.0.0.1:${sshd.port} does not match host_key_fingerprint: expected ${wrong}, the server presented its ED25519 key ${ed25519}, its ECDSA key ${ecdsa} and its RSA key ${rsa}. ` +
+          `Set host_key_fingerprint to that of one of its keys, checked with the server's administrator (${scan})`,
+      );
       expect(readdirSync(dir)).toEqual([]);
       expect(body.destroyed).toBe(true);
+      // One handshake per type, then the marker's.
+      await until('sshd to log the handshakes', () => sshd.connections() >= before + 3, { detail: () => sshd.log() });
+      await expectNoConnectionSince(before + 3);
+      // The command it names prints each of those fingerprints with its type.
+      const { stdout } = await run('sh', ['-c', scan]);
+      for (const [fingerprint, type] of [[ed25519, 'ED25519'], [ecdsa, 'ECDSA'], [rsa, 'RSA']] as const) {
+        expect(stdout).toMatch(new RegExp(`^\\d+ ${fingerprint!.replace(/[+/]/g, '\\$&')} .*\\(${type}\\)$`, 'm'));
+      }
     });
 
-    it("the fingerprint of another of the server's host keys (its RSA key; it presents Ed25519): the reason names the type presented and how to get that key's fingerprint", async () => {
+    it.each([
+      ['ECDSA', 'ecdsa', 2],
+      ['RSA', 'rsa', 3],
+    ] as const)("pinned to the server's %s key while it presents its Ed25519 one first: asks for that type alone, connects and publishes", async (_label, type, handshakes) => {
       const dir = freshDir();
-      const rsa = sshd.fingerprints.rsa!;
-      const err = (await destination(join(dir, 'x.csv'), { hostKeyFingerprint: rsa })
-        .publish(bodyOf(Buffer.from('"a"\r\n')), { digest: () => '' })
-        .catch((e: unknown) => e)) as PublishError;
-      expect(err).toBeInstanceOf(PublishError);
-      // Was: "…: expected <RSA>, the server presented <Ed25519>", no word of which key that was.
-      const scan = `ssh-keyscan -t ed25519 -p ${sshd.port} 127.0.0.1 | ssh-keygen -lf -`;
-      expect(err.reason).toBe(
-        `the host key of 127.0.0.1:${sshd.port} does not match host_key_fingerprint: expected ${rsa}, the server presented its ED25519 key ${sshd.fingerprints.ed25519}. ` +
-          `Of the server's host keys the hub checks the first it has of ED25519, ECDSA and RSA: if ${rsa} is another of them, ` +
-          `set host_key_fingerprint to that of its ED25519 key instead, checked with the server's administrator (${scan})`,
-      );
-      // The command it names prints the fingerprint to set, which the hub then accepts.
-      const { stdout } = await run('sh', ['-c', scan]);
-      expect(stdout).toMatch(new RegExp(`^256 ${sshd.fingerprints.ed25519!.replace(/[+/]/g, '\\$&')} .*\\(ED25519\\)$`, 'm'));
-      expect(readdirSync(dir)).toEqual([]);
+      const path = join(dir, `${type}.csv`);
+      const bytes = Buffer.from('"a"\r\n');
+      const before = sshd.connections();
+      // Was: refused as a mismatch naming the Ed25519 key presented.
+      const receipt = await destination(path, { hostKeyFingerprint: sshd.fingerprints[type] }).publish(bodyOf(bytes), { digest: () => sha256(bytes) });
+      expect(receipt.location).toBe(`sftp://${sshd.user}@127.0.0.1:${sshd.port}${path}`);
+      expect(readFileSync(path)).toEqual(bytes);
+      expect(partFiles(dir)).toEqual([]);
+      // Ed25519 first, then each other type in turn (ECDSA before RSA) until the pinned one.
+      await until('sshd to log the handshakes', () => sshd.connections() >= before + handshakes, { detail: () => sshd.log() });
+      await expectNoConnectionSince(before + handshakes);
+    });
+
+    it("a server with a single host key, or one whose handshake for a type fails: the mismatch says which types it has no key of or could not be read", async () => {
+      // ssh2's own server with an Ed25519 key alone, behind a relay that counts the connections and cuts the one numbered `cut`.
+      const { pair: hostKey, parsed } = keyPair('ed25519');
+      const ed25519 = sshFingerprint(parsed.getPublicSSH());
+      const server = new ssh2.Server({ hostKeys: [hostKey.private] }, (conn) => {
+        conn.on('error', () => undefined);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+      let connections = 0;
+      let cut = 0;
+      let onConnection = (_n: number) => {};
+      const relay = createServer((socket) => {
+        socket.on('error', () => undefined);
+        onConnection(++connections);
+        if (connections === cut) return void socket.destroy();
+        const upstream = connect((server.address() as AddressInfo).port, '127.0.0.1');
+        upstream.on('error', () => socket.destroy());
+        socket.pipe(upstream).pipe(socket);
+        socket.on('close', () => upstream.destroy());
+      });
+      await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', () => resolve()));
+      try {
+        const port = (relay.address() as AddressInfo).port;
+        const wrong = sshFingerprint(randomBytes(51));
+        const mismatch = async () =>
+          ((await destination('/x/a.csv', { port, hostKeyFingerprint: wrong })
+            .publish(bodyOf(Buffer.from('x')), { digest: () => '' })
+            .catch((e: unknown) => e)) as PublishError).reason;
+        const head = `the host key of 127.0.0.1:${port} does not match host_key_fingerprint: expected ${wrong}, the server presented its ED25519 key ${ed25519}`;
+        const tail = `. Set host_key_fingerprint to that of one of its keys, checked with the server's administrator (ssh-keyscan -t ed25519 -p ${port} 127.0.0.1 | ssh-keygen -lf -)`;
+        expect(await mismatch()).toBe(`${head}; it has no ECDSA or RSA key${tail}`);
+        expect(connections).toBe(3);
+        // The third handshake (asking for RSA alone) cut before the server answered.
+        connections = 0;
+        cut = 3;
+        expect(await mismatch()).toBe(`${head}; it has no ECDSA key; its RSA key could not be read (that handshake failed)${tail}`);
+        expect(connections).toBe(3);
+
+        // Stopped during its second handshake: it makes no more (none would be closed).
+        connections = 0;
+        cut = 0;
+        const stop = new AbortController();
+        onConnection = (n) => {
+          if (n === 2) stop.abort(new Error('stopped'));
+        };
+        const stopped = await destination('/x/a.csv', { port, hostKeyFingerprint: wrong })
+          .publish(bodyOf(Buffer.from('x')), { digest: () => '', signal: stop.signal })
+          .catch((e: unknown) => e);
+        expect(stopped).toBeInstanceOf(Error);
+        onConnection = () => {};
+        // A marker publication's three handshakes are the next connections.
+        expect(await mismatch()).toBe(`${head}; it has no ECDSA or RSA key${tail}`);
+        expect(connections).toBe(2 + 3);
+      } finally {
+        await new Promise((resolve) => relay.close(resolve));
+        await new Promise((resolve) => server.close(resolve));
+      }
     });
 
     it('names the host key types as ssh-keygen -l and ssh-keyscan -t do', () => {

@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from 'node:crypto';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import { posix } from 'node:path';
 import type { Readable } from 'node:stream';
 import ssh2 from 'ssh2';
@@ -24,7 +24,7 @@ export interface SftpDestinationOptions {
   user: string;
   /** The full remote file path, tokens already resolved; a relative path is relative to the login directory. */
   path: string;
-  /** The expected host key, `SHA256:<base64 without padding>` as `ssh-keygen -lf` prints it. */
+  /** One of the server's host keys (Ed25519, ECDSA or RSA), `SHA256:<base64 without padding>` as `ssh-keygen -lf` prints it. */
   hostKeyFingerprint: string;
   password?: string;
   /** A private key (OpenSSH or PEM text). */
@@ -73,6 +73,23 @@ export function hostKeyType(key: Buffer): { label: string; scan: string } | unde
   return undefined;
 }
 
+/**
+ * The host key types the hub asks a server for, as ssh2 orders them by default (DSA left out, as
+ * OpenSSH leaves it out): the first handshake asks for all of them, and the server presents its key
+ * of the first type it has. When that is not the pinned key, each other type is asked for alone.
+ */
+const HOST_KEY_TYPES: ReadonlyArray<{ label: string; algorithms: ssh2.ServerHostKeyAlgorithm[] }> = [
+  { label: 'ED25519', algorithms: ['ssh-ed25519'] },
+  { label: 'ECDSA', algorithms: ['ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp384', 'ecdsa-sha2-nistp521'] },
+  { label: 'RSA', algorithms: ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'] },
+];
+
+/** A host key a server presented in a handshake. */
+interface PresentedKey {
+  fingerprint: string;
+  type: ReturnType<typeof hostKeyType>;
+}
+
 /** The same fingerprint however it was pasted: `SHA256:` prefix in any case, padding or not. */
 function normaliseFingerprint(value: string): string {
   const trimmed = value.trim();
@@ -109,7 +126,7 @@ export class SftpDestination implements Destination {
     let unwatchSession = () => {};
     try {
       if (watch.error) throw watch.error.error; // generation failed before publication began
-      await unlessAborted(this.connect(client), opts.signal);
+      await unlessAborted(this.connect(client, opts.signal), opts.signal);
       unwatch = this.watchAnswers(client, () => {
         stalled = true;
         rawClient(client)?.destroy();
@@ -149,7 +166,8 @@ export class SftpDestination implements Destination {
     }
   }
 
-  private async connect(client: SftpClient): Promise<void> {
+  /** `signal`: the publication stopped, no further handshake is begun (the publication no longer closes the connection). */
+  private async connect(client: SftpClient, signal?: AbortSignal): Promise<void> {
     const o = this.options;
     if (o.privateKey !== undefined) {
       // Read before connecting, so that a secret holding something else (a password) is named as
@@ -185,20 +203,24 @@ export class SftpDestination implements Destination {
       throw new PublishError('publication', `could not connect to ${this.endpoint}: ${describeNetworkError(err)}`);
     }
     const expected = normaliseFingerprint(o.hostKeyFingerprint);
-    let presented: string | undefined;
-    let presentedType: ReturnType<typeof hostKeyType>;
+    /** The key of each handshake, in order; `matched`: the last one is the pinned key. */
+    const presented: PresentedKey[] = [];
+    let matched = false;
     let raw: (Error & { level?: string; code?: unknown }) | undefined;
     const onError = (err: Error) => {
       raw ??= err;
     };
-    client.on('error', onError);
-    try {
+    /** One handshake (and the login and SFTP after it when the key matches), asking for `serverHostKey` alone when given. */
+    const handshake = async (serverHostKey?: ssh2.ServerHostKeyAlgorithm[]) => {
+      raw = undefined;
+      matched = false;
       const connected = client.connect({
         host: address,
         port: o.port,
         username: o.user,
         ...(o.password !== undefined ? { password: o.password } : {}),
         ...(o.privateKey !== undefined ? { privateKey: o.privateKey } : {}),
+        ...(serverHostKey ? { algorithms: { serverHostKey } } : {}),
         readyTimeout: timeout,
         // A server that stops answering mid-transfer is given up after about a minute, so that no
         // operation (the upload, removing the .part) waits forever.
@@ -206,18 +228,49 @@ export class SftpDestination implements Destination {
         keepaliveCountMax: 4,
         tryKeyboard: false,
         hostVerifier: (key: Buffer) => {
-          presented = sshFingerprint(key);
-          presentedType = hostKeyType(key);
-          return presented === expected;
+          const fingerprint = sshFingerprint(key);
+          presented.push({ fingerprint, type: hostKeyType(key) });
+          matched = fingerprint === expected;
+          return matched;
         },
       });
       connected.catch(() => {});
       await Promise.race([connected, deadline]);
+    };
+    client.on('error', onError);
+    try {
+      try {
+        await handshake();
+      } catch (err) {
+        if (matched || presented.length === 0 || late) throw err;
+        // Another key than the pinned one. A SHA256 fingerprint does not say its key's type, and
+        // the server presented its key of the first type asked for that it has: the pinned one may
+        // be another of its keys. Each other type is asked for alone, once: a server presenting the
+        // pinned key proves it holds it in that handshake, as in the first.
+        const absent: string[] = [];
+        const unread: string[] = [];
+        let connected = false;
+        for (const type of HOST_KEY_TYPES) {
+          if (presented.some((key) => key.type?.label === type.label)) continue;
+          await closed(client);
+          signal?.throwIfAborted();
+          const before = presented.length;
+          try {
+            await handshake(type.algorithms);
+            connected = true;
+            break;
+          } catch (retried) {
+            if (matched || late) throw retried;
+            if (presented.length === before) (/no matching host key format/i.test(String((raw ?? (retried as Error)).message)) ? absent : unread).push(type.label);
+          }
+        }
+        if (!connected) throw this.hostKeyMismatch(expected, presented, absent, unread);
+      }
       // Each SFTP write waits for its acknowledgement: without TCP_NODELAY, Nagle's algorithm and
       // delayed ACKs hold every small packet back for tens of milliseconds.
       rawClient(client)?.setNoDelay(true);
     } catch (err) {
-      if (presented !== undefined && presented !== expected) throw this.hostKeyMismatch(expected, presented, presentedType);
+      if (err instanceof PublishError) throw err;
       const cause = raw ?? (err as Error & { level?: string; code?: unknown });
       if (cause.level === 'client-authentication' || /authentication methods failed/i.test(String(cause.message))) {
         const secret = o.privateKey !== undefined ? 'the key named in key_env' : 'the password named in password_env';
@@ -238,18 +291,23 @@ export class SftpDestination implements Destination {
   }
 
   /**
-   * The server presented another key than the one pinned. It presents one key: the first of its
-   * types that ssh2 asks for (Ed25519, ECDSA, RSA), and a fingerprint does not say which type it
-   * is of, so the pinned one may be another of the server's keys (its RSA key, say): the reason
-   * names the type presented and how to get that key's fingerprint.
+   * None of the server's host keys is the pinned one: each it presented (one per type asked for),
+   * the types it has no key of (`absent`) and those whose handshake failed before its key was seen
+   * (`unread`), and how to get the fingerprints of its keys.
    */
-  private hostKeyMismatch(expected: string, presented: string, type: ReturnType<typeof hostKeyType>): PublishError {
-    const scan = `ssh-keyscan${type ? ` -t ${type.scan}` : ''} -p ${this.options.port} ${this.options.host} | ssh-keygen -lf -`;
+  private hostKeyMismatch(expected: string, presented: readonly PresentedKey[], absent: readonly string[], unread: readonly string[]): PublishError {
+    const keys = presented.map((key) => `${key.type ? `its ${key.type.label} key` : 'a key'} ${key.fingerprint}`);
+    const listed = keys.length > 1 ? `${keys.slice(0, -1).join(', ')} and ${keys.at(-1)}` : keys[0];
+    const only = presented.length === 1 ? presented[0]!.type : undefined;
+    const scan = `ssh-keyscan${only ? ` -t ${only.scan}` : ''} -p ${this.options.port} ${this.options.host} | ssh-keygen -lf -`;
+    const notes = [
+      ...(absent.length ? [`it has no ${absent.join(' or ')} key`] : []),
+      ...(unread.length ? [`its ${unread.join(' and ')} key could not be read (that handshake failed)`] : []),
+    ];
     return new PublishError(
       'publication',
-      `the host key of ${this.endpoint} does not match host_key_fingerprint: expected ${expected}, the server presented ${type ? `its ${type.label} key ` : ''}${presented}. ` +
-        `Of the server's host keys the hub checks the first it has of ED25519, ECDSA and RSA: if ${expected} is another of them, ` +
-        `set host_key_fingerprint to that of its ${type ? `${type.label} ` : ''}key instead, checked with the server's administrator (${scan})`,
+      `the host key of ${this.endpoint} does not match host_key_fingerprint: expected ${expected}, the server presented ${listed}${notes.map((n) => `; ${n}`).join('')}. ` +
+        `Set host_key_fingerprint to that of one of its keys, checked with the server's administrator (${scan})`,
     );
   }
 
@@ -446,6 +504,19 @@ export class SftpDestination implements Destination {
 type RawConnection = Pick<ssh2.Client, 'destroy' | 'setNoDelay' | 'on' | 'once' | 'off'>;
 function rawClient(client: SftpClient): RawConnection | undefined {
   return (client as unknown as { client?: RawConnection }).client;
+}
+
+/**
+ * Ends the connection of a failed handshake and waits until it has closed: its close, come after
+ * the next connect began, would fail that connect (ssh2-sftp-client takes any close for its own).
+ */
+async function closed(client: SftpClient): Promise<void> {
+  const socket = (rawClient(client) as { _sock?: Socket } | undefined)?._sock;
+  if (!socket || socket.closed) return;
+  await new Promise<void>((resolve) => {
+    socket.once('close', () => resolve());
+    socket.destroy();
+  });
 }
 
 /**
