@@ -260,12 +260,7 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
     });
 
     it('names the host key types as ssh-keygen -l and ssh-keyscan -t do', () => {
-      const blob = (type: 'ed25519' | 'ecdsa' | 'rsa') => {
-        const pair = ssh2.utils.generateKeyPairSync(type, type === 'rsa' ? { bits: 2048 } : type === 'ecdsa' ? { bits: 256 } : {});
-        const parsed = ssh2.utils.parseKey(pair.public);
-        if (parsed instanceof Error || Array.isArray(parsed)) throw new Error('public key');
-        return parsed.getPublicSSH();
-      };
+      const blob = (type: 'ed25519' | 'ecdsa' | 'rsa') => keyPair(type).parsed.getPublicSSH();
       expect(hostKeyType(blob('ed25519'))).toEqual({ label: 'ED25519', scan: 'ed25519' });
       expect(hostKeyType(blob('ecdsa'))).toEqual({ label: 'ECDSA', scan: 'ecdsa' });
       expect(hostKeyType(blob('rsa'))).toEqual({ label: 'RSA', scan: 'rsa' });
@@ -645,9 +640,7 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
 
     it('an SSH server that logs the user in and never answers SFTP: publication within connectTimeoutMs', async () => {
       // ssh2's own server: login accepted, the sftp subsystem accepted as a bare channel that never speaks.
-      const hostKey = ssh2.utils.generateKeyPairSync('ed25519');
-      const parsed = ssh2.utils.parseKey(hostKey.private);
-      if (parsed instanceof Error || Array.isArray(parsed)) throw new Error('host key');
+      const { pair: hostKey, parsed } = keyPair('ed25519');
       const server = new ssh2.Server({ hostKeys: [hostKey.private] }, (conn) => {
         conn.on('error', () => undefined);
         conn.on('authentication', (ctx) => ctx.accept());
