@@ -30,18 +30,30 @@ export const manifestIssue: JsonSchema = { type: 'object', required: ['field', '
 
 /**
  * What apply answers: the name, the id where the kind has one (connectors, entities and exports are
- * referenced by UUID; workflows only by name), and the warnings that did not stop it.
+ * referenced by UUID; workflows only by name), whether the manifest was the one stored (nothing
+ * written), and the warnings that did not stop it.
  */
 export function appliedSchema({ withId }: { withId: boolean }): JsonSchema {
   return {
     type: 'object',
-    required: withId ? ['name', 'id', 'warnings'] : ['name', 'warnings'],
+    required: withId ? ['name', 'id', 'unchanged', 'warnings'] : ['name', 'unchanged', 'warnings'],
     properties: {
       name: { type: 'string' },
       ...(withId ? { id: { type: 'string', format: 'uuid' } } : {}),
+      unchanged: { type: 'boolean', description: 'The manifest was the one stored (keys in any order): nothing was written, `updatedAt` stays' },
       warnings: { type: 'array', items: manifestIssue },
     },
   };
+}
+
+/**
+ * Apply's answer (appliedSchema), its status set on `ctx`: 201 for a new name, 200 for an update
+ * or a manifest that was the one stored (`unchanged`).
+ */
+export function appliedAnswer<W>(ctx: { status: number }, result: { created: boolean; unchanged: boolean }, applied: { name: string; id?: string; warnings: W }) {
+  ctx.status = result.created ? 201 : 200;
+  const { name, id, warnings } = applied;
+  return { name, ...(id === undefined ? {} : { id }), unchanged: result.unchanged, warnings };
 }
 
 /**
@@ -51,7 +63,7 @@ export function appliedSchema({ withId }: { withId: boolean }): JsonSchema {
  */
 export function applyResponses(applied: JsonSchema, refused: Record<number, ResponseDecl> = refusals(false)): Record<number, ResponseDecl> {
   return {
-    200: { description: 'Updated', schema: applied },
+    200: { description: 'Updated, or unchanged (`unchanged: true`: the manifest was the one stored, nothing written)', schema: applied },
     201: { description: 'Created', schema: applied },
     400: { description: 'The first manifest error, `field` naming it', schema: errorBody },
     ...refused,

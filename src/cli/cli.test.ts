@@ -636,7 +636,7 @@ describe('login at a hub that checks tokens', () => {
 describe('apply and connectors', () => {
   it('applies examples/open.yaml, then lists it as a table and as the hub\'s JSON', async () => {
     expect(await svc(['apply', '-f', EXAMPLE])).toEqual({ code: 0, out: 'connector/demo-open created\n', err: '' });
-    expect((await svc(['apply', '-f', EXAMPLE])).out).toBe('connector/demo-open configured\n');
+    expect((await svc(['apply', '-f', EXAMPLE])).out).toBe('connector/demo-open unchanged\n');
 
     const ls = await svc(['connectors', 'ls']);
     expect(ls.code).toBe(0);

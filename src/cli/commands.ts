@@ -317,6 +317,8 @@ function warnOverridden(c: Ctx, url: string): void {
 interface Applied {
   name: string;
   id: string;
+  /** The manifest was the one the hub stores: nothing written (a hub before this field: absent). */
+  unchanged?: boolean;
   warnings?: Array<{ field: string; message: string }>;
 }
 
@@ -358,7 +360,7 @@ async function apply(c: Ctx): Promise<number> {
   const routes = manifests.map(applyPath); // every kind checked before anything is sent
   const results = await eachDocument(c, manifests, 'applied', async (manifest, i) => {
     const { status, body } = await about(manifest, () => c.hub().call<Applied>('POST', routes[i]!, { json: manifest.body }));
-    if (!c.json) c.out(`${manifest.kind.toLowerCase()}/${body.name ?? manifest.name} ${status === 201 ? 'created' : 'configured'}\n`);
+    if (!c.json) c.out(`${manifest.kind.toLowerCase()}/${body.name ?? manifest.name} ${status === 201 ? 'created' : body.unchanged === true ? 'unchanged' : 'configured'}\n`);
     for (const w of body.warnings ?? []) warn(c, `${manifest.source}: ${issueLine(w)}`);
     return body;
   });

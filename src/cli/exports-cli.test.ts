@@ -201,17 +201,17 @@ afterAll(async () => {
 });
 
 describe('apply, entities and exports', () => {
-  it('applies a file holding an Entity and an Export, in order; again: configured', async () => {
+  it('applies a file holding an Entity and an Export, in order; again: unchanged', async () => {
     const file = join(dir, 'partners.yaml');
     writeFileSync(file, `${stringify(ENTITY)}---\n${stringify(exportManifest('partners-s3'))}`);
     // The stand-in speaks plain http: the hub warns, and the warning names the document.
     const warning = `warning: ${file}#2: spec.destination.endpoint: a plain http endpoint sends the file unencrypted\n`;
     expect(await svc(['apply', '-f', file])).toEqual({ code: 0, out: 'entity/partner created\nexport/partners-s3 created\n', err: warning, bytes: expect.any(Buffer) });
-    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner configured\nexport/partners-s3 configured\n', err: warning });
+    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner unchanged\nexport/partners-s3 unchanged\n', err: warning });
     const json = await svc(['apply', '-f', file, '--json']);
     expect(JSON.parse(json.out)).toEqual([
-      { name: 'partner', id: expect.any(String), warnings: [] },
-      { name: 'partners-s3', id: expect.any(String), warnings: [{ field: 'spec.destination.endpoint', message: expect.stringContaining('plain http') }] },
+      { name: 'partner', id: expect.any(String), unchanged: true, warnings: [] },
+      { name: 'partners-s3', id: expect.any(String), unchanged: true, warnings: [{ field: 'spec.destination.endpoint', message: expect.stringContaining('plain http') }] },
     ]);
   });
 

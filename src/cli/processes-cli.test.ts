@@ -41,7 +41,12 @@ describe('processes and the inbox', () => {
   it('applies examples/process-big-runs.yaml, lists and shows it', async () => {
     const file = join(packageRoot(), 'examples', 'process-big-runs.yaml');
     expect(await svc(['apply', '-f', file])).toEqual({ code: 0, out: 'process/big-runs created\n', err: '' });
-    expect((await svc(['apply', '-f', file])).out).toBe('process/big-runs configured\n');
+    // Again: the hub stores that very manifest and writes nothing; a changed one is configured.
+    expect((await svc(['apply', '-f', file])).out).toBe('process/big-runs unchanged\n');
+    const changed = 'apiVersion: apps.svc.io/v1\nkind: Process\nmetadata: {name: other-runs}\nspec: {event: connector.run.*, decision: decision.other}\n';
+    expect((await svc(['apply', '-f', '-'], { stdin: changed })).out).toBe('process/other-runs created\n');
+    expect((await svc(['apply', '-f', '-'], { stdin: changed.replace('decision.other', 'decision.changed') })).out).toBe('process/other-runs configured\n');
+    expect(JSON.parse((await svc(['apply', '-f', '-', '--json'], { stdin: changed.replace('decision.other', 'decision.changed') })).out)).toEqual({ name: 'other-runs', unchanged: true, warnings: [] });
     const ls = await svc(['processes', 'ls']);
     const [header, row] = ls.out.trimEnd().split('\n');
     expect(header).toMatch(/^NAME\s+EVENT\s+WHEN\s+DECISION\s+UPDATED$/);

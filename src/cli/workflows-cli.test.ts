@@ -74,12 +74,12 @@ afterAll(async () => {
 });
 
 describe('svc and workflows', () => {
-  it('applies an Entity then a Workflow from one file; again: configured; a refusal names the document and the field', async () => {
+  it('applies an Entity then a Workflow from one file; again: unchanged; a refusal names the document and the field', async () => {
     const file = join(dir, 'lifecycle.yaml');
     writeFileSync(file, `${stringify(ENTITY)}---\n${stringify(WORKFLOW)}`);
     // The entity's table does not exist yet: a warning for it.
     expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner created\nworkflow/partner-status created\n' });
-    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner configured\nworkflow/partner-status configured\n' });
+    expect(await svc(['apply', '-f', file])).toMatchObject({ code: 0, out: 'entity/partner unchanged\nworkflow/partner-status unchanged\n' });
     const bad = join(dir, 'bad.yaml');
     writeFileSync(bad, stringify({ ...WORKFLOW, spec: { ...WORKFLOW.spec, dormancy: { after: 'soon' } } }));
     const refused = await svc(['apply', '-f', bad]);
@@ -135,13 +135,13 @@ describe('svc and workflows', () => {
     expect(JSON.parse(json.out)).toEqual([expect.objectContaining({ name: 'ledger' })]);
     expect(json.err).toMatch(/^(warning: .*\n)*error: .*partial\.yaml#2: .*spec\.stateColumn.*; 1 later document was not sent \(HTTP 400\)\n$/);
     const people = await svc(['apply', '-f', file]);
-    expect(people).toMatchObject({ code: 1, out: 'entity/ledger configured\n' });
+    expect(people).toMatchObject({ code: 1, out: 'entity/ledger unchanged\n' });
     expect(people.err).toContain('; 1 later document was not sent (HTTP 400)\n');
     expect((await svc(['workflows', 'get', 'ledger-later'])).code).toBe(1);
 
     // --continue: the refusal is said and the rest sent (kubectl's way); exit 1 at the end, naming the refused document
     const going = await svc(['apply', '-f', file, '--continue']);
-    expect(going).toMatchObject({ code: 1, out: 'entity/ledger configured\nworkflow/ledger-later created\n' });
+    expect(going).toMatchObject({ code: 1, out: 'entity/ledger unchanged\nworkflow/ledger-later created\n' });
     expect(going.err).toMatch(new RegExp(`^(warning: .*\\n)*error: .*partial\\.yaml#2: .*spec\\.stateColumn.*\\(HTTP 400\\)\\n(warning: .*\\n)*error: 1 of 3 documents was refused \\(${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}#2\\); the other 2 were applied\\n$`));
     expect(going.err).not.toContain('later document');
     expect((await svc(['workflows', 'get', 'ledger-later'])).code).toBe(0);

@@ -3,6 +3,7 @@ import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import { sameManifest } from '../manifests/canonical.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
@@ -34,6 +35,8 @@ export interface ApplyResult {
   connector: ConnectorSpec;
   /** true for a new name, false when an existing connector was updated. */
   created: boolean;
+  /** The manifest was the one stored: nothing was written (sameManifest). */
+  unchanged: boolean;
   warnings: Issue[];
 }
 
@@ -89,6 +92,7 @@ function tenantOf(tx: Tx): number {
  * naming the field) on the first error, otherwise an insert or an update of the same name. Endpoint
  * UUIDs are kept for every id still in the manifest; ids no longer there lose their row and their
  * watermark (their ingested rows stay until the connector is deleted); new ids get new UUIDs.
+ * The manifest stored (sameManifest) is checked and writes nothing: `unchanged`, its warnings answered.
  */
 export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const tenantId = tenantOf(tx);
@@ -96,6 +100,10 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const first = check.errors[0];
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;
+  const { rows: stored } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [draft.name]);
+  if (stored[0] && sameManifest(stored[0].manifest, manifest)) {
+    return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteTypeConflicts(tx, draft))] };
+  }
 
   const upserted = await tx.query<{ id: string; created: boolean }>(
     `insert into connectors.connectors (tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_by, updated_by)
@@ -147,7 +155,7 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const connector: ConnectorSpec = { ...draft, id, tenantId, endpoints };
   await tx.query('update connectors.connectors set spec = $2 where id = $1', [id, JSON.stringify(connector)]);
   if (!created) await retagChunks(tx, id, draft.scopes);
-  return { connector, created, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))] };
+  return { connector, created, unchanged: false, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))] };
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
+import { sameManifest } from '../manifests/canonical.js';
 import { type EntityDraft, checkEntityManifest, type Issue, mappingField } from './manifest/validate.js';
 import { BOOKKEEPING_COLUMNS, parseMapping } from './mapping.js';
 import { sourceColumns } from './relation.js';
@@ -17,6 +18,8 @@ export interface ApplyResult {
   entity: EntityDef;
   /** true for a new name, false when an existing entity was updated. */
   created: boolean;
+  /** The manifest was the one stored: nothing was written (sameManifest). */
+  unchanged: boolean;
   warnings: Issue[];
 }
 
@@ -48,7 +51,8 @@ function tenantOf(tx: Tx): number {
  * Validates, normalises and stores a manifest in the caller's transaction: a 400 (ValidationError
  * naming the field) on the first error, otherwise an insert or an update of the same name. Source
  * tables are checked against the tenant's catalog: a mapped column an existing table lacks is a
- * 400; a table that does not exist yet (its connector has not run) is a warning.
+ * 400; a table that does not exist yet (its connector has not run) is a warning. The manifest stored
+ * (sameManifest) is checked and writes nothing: `unchanged`, its warnings answered.
  */
 export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   tenantOf(tx);
@@ -57,6 +61,8 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
   if (first || !check.entity) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.entity;
   const warnings = [...check.warnings, ...(await checkSources(tx, draft))];
+  const stored = await storedManifest(tx, draft.name);
+  if (stored && sameManifest(stored.manifest, manifest)) return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings };
 
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into entities.entities (tenant_id, name, scopes, key, manifest, spec, created_by, updated_by)
@@ -68,7 +74,7 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
     [draft.name, draft.scopes, draft.key, JSON.stringify(manifest), JSON.stringify(draft), opts.actor ?? null],
   );
   const { id, created } = rows[0]!;
-  return { entity: { id, ...draft }, created, warnings };
+  return { entity: { id, ...draft }, created, unchanged: false, warnings };
 }
 
 /**
@@ -163,9 +169,9 @@ export async function getEntity(tx: Tx, name: string): Promise<EntityDetail | un
 }
 
 /** The manifest as last applied (the operator compares it with the resource's); entities have no schedule. */
-export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null; appliedBy: string | null } | undefined> {
-  const { rows } = await tx.query<{ manifest: unknown; appliedBy: string | null }>('select manifest, updated_by as "appliedBy" from entities.entities where name = lower($1)', [name]);
-  return rows[0] && { manifest: rows[0].manifest, schedule: null, appliedBy: rows[0].appliedBy };
+export async function storedManifest(tx: Tx, name: string): Promise<{ id: string; manifest: unknown; schedule: null; appliedBy: string | null } | undefined> {
+  const { rows } = await tx.query<{ id: string; manifest: unknown; appliedBy: string | null }>('select id, manifest, updated_by as "appliedBy" from entities.entities where name = lower($1)', [name]);
+  return rows[0] && { id: rows[0].id, manifest: rows[0].manifest, schedule: null, appliedBy: rows[0].appliedBy };
 }
 
 /** Deletes an entity (nothing else depends on it in the database); false when there is no such name. */

@@ -56,7 +56,7 @@ export interface Download {
 export interface ExportServices {
   manifests: {
     /** 201/200 by `created`; 400 naming the field; 403 `scope not granted` when the caller does not hold spec.scope. */
-    apply(tenantId: number, caller: Caller, manifest: unknown, actor: string): Promise<{ name: string; id: string; created: boolean; warnings: Issue[] }>;
+    apply(tenantId: number, caller: Caller, manifest: unknown, actor: string): Promise<{ name: string; id: string; created: boolean; unchanged: boolean; warnings: Issue[] }>;
     /** The exports whose scope the caller holds. */
     list(tenantId: number, caller: Caller): Promise<ExportRecord[]>;
     get(tenantId: number, caller: Caller, name: string): Promise<ExportDetail>;
@@ -207,7 +207,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           // Re-applying an export of a scope the caller does not hold would re-point it (or take it
           // over under another scope): refused as reading, running or deleting it is.
           if (result.replacedScope !== undefined) await requireScope(tx, caller, result.replacedScope);
-          return { name: result.spec.name, id: result.id, created: result.created, warnings: result.warnings };
+          return { name: result.spec.name, id: result.id, created: result.created, unchanged: result.unchanged, warnings: result.warnings };
         }),
       list: (t, caller) =>
         db.withTenant(t, async (tx) => {

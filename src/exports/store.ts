@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
+import { sameManifest } from '../manifests/canonical.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
 import { type DeadRunRule, deadRunStop, EXPORT_DELETED, endIfDead, requestStop } from './runs/ledger.js';
@@ -41,22 +42,26 @@ export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undef
 /**
  * Validates and stores a manifest: a ValidationError (400 naming the field) on the first error,
  * else an insert or an update of the same (lower-cased) name. With `egress`, a destination address
- * the outbound address policy refuses is a warning (checkExportManifest).
+ * the outbound address policy refuses is a warning (checkExportManifest). The manifest stored
+ * (sameManifest) is checked and writes nothing: `unchanged`.
  */
 export async function applyExport(
   tx: Tx,
   manifest: unknown,
   opts: { actor?: string; entity: EntityLookup; egress?: EgressPolicy },
-): Promise<{ id: string; spec: ExportSpec; created: boolean; warnings: Issue[]; replacedScope?: string }> {
+): Promise<{ id: string; spec: ExportSpec; created: boolean; unchanged: boolean; warnings: Issue[]; replacedScope?: string }> {
   const check = checkExportManifest(manifest, { egress: opts.egress });
   const first = check.errors[0];
   if (first || !check.spec) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const spec = check.spec;
   const problem = checkAgainstEntity(spec, await opts.entity(tx, spec.entity))[0];
   if (problem) throw new ValidationError(problem.message, problem.field);
-  // The scope of the export this apply replaces, its row held until the transaction ends: replacing
-  // an export changes (or ends) what it publishes, which needs its scope as a delete does.
-  const replaced = await tx.query<{ scope: string }>('select scope from exports.exports where name = $1 for update', [spec.name]);
+  // The export this apply replaces, its row held until the transaction ends: replacing an export
+  // changes (or ends) what it publishes, which needs its scope as a delete does (`replacedScope`).
+  // The manifest stored already is written again not at all (`unchanged`).
+  const replaced = await tx.query<{ id: string; scope: string; manifest: unknown }>('select id, scope, manifest from exports.exports where name = $1 for update', [spec.name]);
+  const prior = replaced.rows[0];
+  if (prior && sameManifest(prior.manifest, manifest)) return { id: prior.id, spec, created: false, unchanged: true, warnings: check.warnings, replacedScope: prior.scope };
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into exports.exports (tenant_id, name, entity, scope, schedule, manifest, spec, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)
@@ -66,8 +71,7 @@ export async function applyExport(
      returning id, (xmax = 0) as created`,
     [spec.name, spec.entity, spec.scope, spec.schedule ?? null, JSON.stringify(manifest), JSON.stringify(spec), opts.actor ?? null],
   );
-  const replacedScope = replaced.rows[0]?.scope;
-  return { id: rows[0]!.id, spec, created: rows[0]!.created, warnings: check.warnings, ...(replacedScope !== undefined ? { replacedScope } : {}) };
+  return { id: rows[0]!.id, spec, created: rows[0]!.created, unchanged: false, warnings: check.warnings, ...(prior !== undefined ? { replacedScope: prior.scope } : {}) };
 }
 
 interface ExportRow {
@@ -122,8 +126,8 @@ export async function listExports(tx: Tx): Promise<ExportDetail[]> {
 }
 
 /** The manifest as applied and its schedule (the operator compares it with the resource's). */
-export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null; appliedBy: string | null } | undefined> {
-  const { rows } = await tx.query<{ manifest: unknown; schedule: string | null; appliedBy: string | null }>('select manifest, schedule, updated_by as "appliedBy" from exports.exports where name = lower($1)', [name]);
+export async function storedManifest(tx: Tx, name: string): Promise<{ id: string; manifest: unknown; schedule: string | null; appliedBy: string | null } | undefined> {
+  const { rows } = await tx.query<{ id: string; manifest: unknown; schedule: string | null; appliedBy: string | null }>('select id, manifest, schedule, updated_by as "appliedBy" from exports.exports where name = lower($1)', [name]);
   return rows[0];
 }
 

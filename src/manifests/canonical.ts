@@ -5,3 +5,10 @@ export const canonical = (v: unknown): string =>
       ? Object.fromEntries(Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
       : value,
   );
+
+/**
+ * Whether a manifest is the one stored: the same JSON but for the order of keys. The one comparison
+ * of every apply, over HTTP and from the operator: an apply of the stored manifest writes nothing
+ * (no `updatedAt`, no owner's change warnings forgotten) and answers that nothing changed.
+ */
+export const sameManifest = (stored: unknown, manifest: unknown): boolean => canonical(stored) === canonical(manifest);

@@ -1,7 +1,7 @@
 import type { AdminServices } from '../admin/services.js';
 import type { Database, TenantId, Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
-import { canonical } from './canonical.js';
+import { sameManifest } from './canonical.js';
 import type { ManifestKind } from './kinds.js';
 
 /**
@@ -200,7 +200,7 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         // The record's uid is the owner's here (or there is none): a generation older than the one applied is stale.
         if (recorded?.generation !== undefined && owner.generation !== undefined && owner.generation < recorded.generation) return { stale: { recorded: recorded.generation } };
         let outcome: ApplyOutcome;
-        if (stored && canonical(stored.manifest) === canonical(manifest)) {
+        if (stored && sameManifest(stored.manifest, manifest)) {
           const policy = policyWarnings(kind, manifest);
           outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [], policyWarnings: policy, ...(changeWarnings ? { changeWarnings } : {}) };
         } else {

@@ -1,6 +1,7 @@
 import { activeTenant } from '../db/active-tenant.js';
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
+import { sameManifest } from '../manifests/canonical.js';
 import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import type { Issue } from '../validation/schema-errors.js';
 import { checkProcessManifest, type ProcessDraft } from './manifest/validate.js';
@@ -28,6 +29,8 @@ export interface ProcessDetail extends ProcessRecord {
 export interface ApplyResult {
   name: string;
   created: boolean;
+  /** The manifest was the one stored (sameManifest): nothing was written. */
+  unchanged: boolean;
   warnings: Issue[];
 }
 
@@ -62,6 +65,8 @@ export function checkedProcess(manifest: unknown): ProcessDraft {
 export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');
   const p = checkedProcess(manifest);
+  const stored = await storedManifest(tx, p.name);
+  if (stored && sameManifest(stored.manifest, manifest)) return { name: p.name, created: false, unchanged: true, warnings: [] };
   await takeTenantPlace(tx, { table: 'processes.processes', noun: 'process', plural: 'processes', max: MAX_PROCESSES_PER_TENANT }, p.name);
   const { rows } = await tx.query<{ created: boolean }>(
     `insert into processes.processes (tenant_id, name, event, when_expr, decision, message, manifest, created_by, updated_by)
@@ -72,7 +77,7 @@ export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: st
      returning (xmax = 0) as created`,
     [p.name, p.event, p.when, p.decision, p.message, JSON.stringify(manifest), opts.actor ?? null],
   );
-  return { name: p.name, created: rows[0]!.created, warnings: [] };
+  return { name: p.name, created: rows[0]!.created, unchanged: false, warnings: [] };
 }
 
 export async function listProcesses(tx: Tx): Promise<ProcessRecord[]> {

@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { loadEntity } from '../entities/store.js';
 import { ValidationError } from '../errors.js';
+import { sameManifest } from '../manifests/canonical.js';
 import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import { dropKeyedCorpus, writeKeyedCorpus } from '../retrieval/keyed-corpus.js';
 import { lifecycleCorpus, lifecycleDocuments } from './lifecycle.js';
@@ -28,6 +29,8 @@ export interface WorkflowDetail extends WorkflowRecord {
 export interface ApplyResult {
   name: string;
   created: boolean;
+  /** The manifest was the one stored, and what it means now (the entity's name, the default scope) too: nothing was written. */
+  unchanged: boolean;
   warnings: Issue[];
 }
 
@@ -41,7 +44,8 @@ export const MAX_WORKFLOWS_PER_TENANT = 100;
  * Validates and stores a manifest in the caller's transaction: a 400 naming the field on the first
  * error (the entity must be applied in the tenant and the state column one of its canonical
  * columns; a new name past MAX_WORKFLOWS_PER_TENANT), otherwise an insert or an update. Re-applying keeps the spells unless the entity or the
- * state column changed; the lifecycle is written as corpus `workflow:<name>`.
+ * state column changed; the lifecycle is written as corpus `workflow:<name>`. The manifest stored
+ * (sameManifest), meaning what it meant then, is checked and writes nothing: `unchanged`.
  */
 export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('workflows are stored per tenant: use Database.withTenant');
@@ -71,6 +75,9 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
     warnings.push({ field: 'spec.scope', message: `${draft.scope} is not a scope of entity ${entity.name} (${entity.scopes.join(', ')})` });
   }
   const spec: WorkflowSpec = { entity: entity.name, scope, stateColumn: draft.stateColumn, states: draft.states, transitions: draft.transitions, dormancy: draft.dormancy };
+  // The spec too: the same manifest over an entity whose scopes changed moves the default scope.
+  const stored = await tx.query<{ manifest: unknown; spec: unknown }>('select manifest, spec from workflows.workflows where name = lower($1)', [draft.name]);
+  if (stored.rows[0] && sameManifest(stored.rows[0].manifest, manifest) && sameManifest(stored.rows[0].spec, spec)) return { name: draft.name, created: false, unchanged: true, warnings };
 
   const { rows } = await tx.query<{ id: string; created: boolean; reset: boolean }>(
     `insert into workflows.workflows (tenant_id, name, entity, scope, state_column, manifest, spec, created_by, updated_by)
@@ -87,7 +94,7 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
   // Another entity or state column: the spells watched something else.
   if (!rows[0]!.created && rows[0]!.reset) await tx.query('delete from workflows.spells where workflow_id = $1', [rows[0]!.id]);
   await writeKeyedCorpus(tx, lifecycleCorpus(draft.name), scope ? [scope] : [], lifecycleDocuments(draft.name, spec));
-  return { name: draft.name, created: rows[0]!.created, warnings };
+  return { name: draft.name, created: rows[0]!.created, unchanged: false, warnings };
 }
 
 interface Row {

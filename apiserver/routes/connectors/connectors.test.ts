@@ -158,7 +158,7 @@ describe('POST /api/connectors/apply', () => {
   it('creates from YAML: 201 {name, id, warnings}, the manifest and the normalised spec stored in the tenant', async () => {
     const r = await call('POST', '/api/connectors/apply', { tenant: 3, body: DEMO_YAML });
     expect(r.status).toBe(201);
-    expect(r.body).toEqual({ name: 'demo-partners', id: expect.stringMatching(/^[0-9a-f-]{36}$/), warnings: [] });
+    expect(r.body).toEqual({ name: 'demo-partners', id: expect.stringMatching(/^[0-9a-f-]{36}$/), unchanged: false, warnings: [] });
     const id = (r.body as { id: string }).id;
     const { rows } = await owner.query('select tenant_id, name, connector_type, scopes, schedule, manifest, spec from connectors.connectors where id = $1', [id]);
     expect(rows).toHaveLength(1);
@@ -231,7 +231,7 @@ describe('POST /api/connectors/apply', () => {
     const uuids = await endpointRows(id);
     const second = await apply(manifest(name, { base_url: 'https://api.example.com' }, { scopes: ['billing'] }));
     expect(second.status).toBe(200);
-    expect(second.body).toEqual({ name, id, warnings: [] });
+    expect(second.body).toEqual({ name, id, unchanged: false, warnings: [] });
     expect(await endpointRows(id)).toEqual(uuids);
     const after = await owner.query('select created_at, updated_at, scopes, spec from connectors.connectors where id = $1', [id]);
     expect(after.rows[0].created_at).toEqual(before.rows[0].created_at);
@@ -261,7 +261,7 @@ describe('POST /api/connectors/apply', () => {
     const name = fresh('warned');
     const r = await apply(manifest(name, { retries: 3 }));
     expect(r.status).toBe(201);
-    expect(r.body).toEqual({ name, id: expect.any(String), warnings: [{ field: 'spec.retries', message: 'unknown key — ignored by the runtime' }] });
+    expect(r.body).toEqual({ name, id: expect.any(String), unchanged: false, warnings: [{ field: 'spec.retries', message: 'unknown key — ignored by the runtime' }] });
     expect((await owner.query('select spec from connectors.connectors where name = $1', [name])).rows[0].spec).not.toHaveProperty('retries');
   });
 
@@ -271,7 +271,7 @@ describe('POST /api/connectors/apply', () => {
       const name = fresh('dev-address');
       const r = await apply(manifest(name, { base_url: baseUrl }));
       expect(r.status).toBe(201);
-      expect(r.body).toEqual({ name, id: expect.any(String), warnings: [] });
+      expect(r.body).toEqual({ name, id: expect.any(String), unchanged: false, warnings: [] });
     }
   });
 
@@ -282,6 +282,7 @@ describe('POST /api/connectors/apply', () => {
     expect(r.body).toEqual({
       name,
       id: expect.any(String),
+      unchanged: false,
       warnings: [
         { field: 'spec.window', message: 'no slot of spec.schedule falls in the window 00:00-06:00 (UTC): every scheduled run would be skipped; widen the window or change the schedule' },
       ],

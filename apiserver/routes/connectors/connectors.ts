@@ -1,7 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { connectorManifestSchema, ENDPOINT_ID_MAX_LENGTH, NAME_MAX_LENGTH } from '../../../src/connectors/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
-import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies, manifestIssue } from '../manifest-routes.js';
+import { appliedAnswer, applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies, manifestIssue } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 
 /**
@@ -92,8 +92,7 @@ export const connectorRoutes: RouteDecl[] = [
     responses: { ...applyResponses(applied), 409: { description: 'The manifest drops an endpoint whose run is in flight: `{error, hint}` naming the run', schema: errorBody } },
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.connectors.manifests.apply(callerTenant(principal), body, actor(principal));
-      ctx.status = result.created ? 201 : 200;
-      return { name: result.connector.name, id: result.connector.id, warnings: result.warnings };
+      return appliedAnswer(ctx, result, { name: result.connector.name, id: result.connector.id, warnings: result.warnings });
     },
   }),
   route({

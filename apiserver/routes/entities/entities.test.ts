@@ -75,10 +75,10 @@ describe('apply', () => {
   it('creates (201) from YAML, then updates (200) the same id from JSON; a missing source table is a warning', async () => {
     const created = await apply(manifest('partner'));
     expect(created.status).toBe(201);
-    expect(created.body).toEqual({ name: 'partner', id: expect.stringMatching(/^[0-9a-f-]{36}$/), warnings: [NOT_YET] });
+    expect(created.body).toEqual({ name: 'partner', id: expect.stringMatching(/^[0-9a-f-]{36}$/), unchanged: false, warnings: [NOT_YET] });
     const again = await call('POST', '/api/entities/apply', { body: JSON.stringify(manifest('partner', { scope: ['crm', 'sales'] })), type: 'application/json' });
     expect(again.status).toBe(200);
-    expect(again.body).toEqual({ name: 'partner', id: (created.body as Json).id, warnings: [NOT_YET] });
+    expect(again.body).toEqual({ name: 'partner', id: (created.body as Json).id, unchanged: false, warnings: [NOT_YET] });
   });
 
   it('folds the name to lower case: Partner is partner', async () => {

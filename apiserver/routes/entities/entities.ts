@@ -1,7 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { COLUMN_TYPES, entityManifestSchema } from '../../../src/entities/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
-import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
+import { appliedAnswer, applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
@@ -75,8 +75,7 @@ export const entityRoutes: RouteDecl[] = [
     responses: applyResponses(applied),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.entities.apply(callerTenant(principal), body, actor(principal));
-      ctx.status = result.created ? 201 : 200;
-      return { name: result.entity.name, id: result.entity.id, warnings: result.warnings };
+      return appliedAnswer(ctx, result, { name: result.entity.name, id: result.entity.id, warnings: result.warnings });
     },
   }),
   route({

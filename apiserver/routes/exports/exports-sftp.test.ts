@@ -172,7 +172,7 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
     it('stores a manifest (YAML), lower-cases its name, and updates it on re-apply', async () => {
       const first = await applyYaml(exportManifest('Partners-Daily', sftp()));
       expect(first.status).toBe(201);
-      expect(first.body).toEqual({ name: 'partners-daily', id: expect.any(String), warnings: [] });
+      expect(first.body).toEqual({ name: 'partners-daily', id: expect.any(String), unchanged: false, warnings: [] });
       const again = await applyYaml(exportManifest('partners-daily', sftp()));
       expect(again).toEqual({ status: 200, body: first.body });
       const listed = (await api.get('/api/exports')).body as Array<{ name: string; entity: string; destination: string }>;

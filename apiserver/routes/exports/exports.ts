@@ -3,7 +3,7 @@ import { exportManifestSchema } from '../../../src/exports/manifest/schema.js';
 import { FAILURE_CODES } from '../../../src/exports/types.js';
 import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
-import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
+import { appliedAnswer, applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
@@ -94,8 +94,7 @@ export const exportRoutes: RouteDecl[] = [
     responses: applyResponses(appliedSchema({ withId: true }), refused),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.exports.manifests.apply(callerTenant(principal), principal, body, actor(principal));
-      ctx.status = result.created ? 201 : 200;
-      return { name: result.name, id: result.id, warnings: result.warnings };
+      return appliedAnswer(ctx, result, result);
     },
   }),
   route({

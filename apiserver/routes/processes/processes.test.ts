@@ -81,7 +81,7 @@ async function outbox(type: string, tenant = 1): Promise<Array<{ id: number; pay
 describe('apply', () => {
   it('creates (201), updates (200), reads and lists the record; the single GET adds the manifest', async () => {
     const m = processManifest('Big-Runs', { event: 'connector.run.*', when: 'payload.records_out > 2', decision: 'decision.big-run', message: 'Run {{payload.run_id}} wrote {{payload.records_out}} rows' });
-    expect(await call('POST', '/api/processes/apply', { body: stringify(m), type: 'application/yaml' })).toEqual({ status: 201, body: { name: 'big-runs', warnings: [] } });
+    expect(await call('POST', '/api/processes/apply', { body: stringify(m), type: 'application/yaml' })).toEqual({ status: 201, body: { name: 'big-runs', unchanged: false, warnings: [] } });
     expect((await call('POST', '/api/processes/apply', { body: m })).status).toBe(200);
     const list = await call('GET', '/api/processes');
     expect(list.body).toEqual([

@@ -2,7 +2,7 @@ import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { processManifestSchema } from '../../../src/processes/manifest/schema.js';
 import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
-import { appliedSchema, applyResponses, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
+import { appliedAnswer, appliedSchema, applyResponses, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
@@ -69,8 +69,7 @@ export const processRoutes: RouteDecl[] = [
     responses: applyResponses(applied),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.processes.apply(callerTenant(principal), body, actor(principal));
-      ctx.status = result.created ? 201 : 200;
-      return { name: result.name, warnings: result.warnings };
+      return appliedAnswer(ctx, result, result);
     },
   }),
   route({

@@ -1,7 +1,7 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { workflowManifestSchema } from '../../../src/workflows/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
-import { applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
+import { appliedAnswer, applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
 import { errorBody, refusals } from '../schemas.js';
 import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
@@ -60,8 +60,7 @@ export const workflowRoutes: RouteDecl[] = [
     responses: applyResponses(applied),
     handler: async ({ services, principal, body, ctx }) => {
       const result = await services.workflows.apply(callerTenant(principal), body, actor(principal));
-      ctx.status = result.created ? 201 : 200;
-      return { name: result.name, warnings: result.warnings };
+      return appliedAnswer(ctx, result, result);
     },
   }),
   route({
