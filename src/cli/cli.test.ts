@@ -928,11 +928,19 @@ describe('usage errors', () => {
   });
 
   it('rediscover reads a scope\'s tables into its schema card and says what it found; --scope is required', async () => {
-    // The connector demo-open (scope `partners`) was applied and run above: its table is the scope's.
-    const found = await svc(['rediscover', '--scope', 'partners']);
-    expect(found.err).toBe('');
-    expect(found.out).toMatch(/^scope partners: [1-9]\d* table\(s\), [1-9]\d* column\(s\) discovered \(source [\w-]+(, enriched)?\)\n$/);
-    expect(JSON.parse((await svc(['rediscover', '--scope', 'partners', '--json'])).out)).toMatchObject({ scope: 'partners', tableCount: expect.any(Number) });
+    // A connector of this case's own scope, and a table of it written by a CSV ingest under its name.
+    const connector = 'apiVersion: connectors.svc.io/v1\nkind: Connector\nmetadata: {name: rediscover-csv}\nconnector_type: rest-generic\nscopes: [rediscovered]\n' +
+      'spec: {base_url: "http://127.0.0.1:9", endpoints: [{id: rows, path: /rows, target: {table: ext.rediscover_rows, unique_key: $.code}}]}\n';
+    expect(await svc(['apply', '-f', '-'], { stdin: connector })).toMatchObject({ code: 0, out: 'connector/rediscover-csv created\n' });
+    const ingested = await fetch(`${hub.url}/api/platform/sources/csv/ingest?connector=rediscover-csv&table=rediscover_rows&key=code`, {
+      method: 'POST',
+      headers: { 'X-Tenant-ID': '1', 'Content-Type': 'text/csv' },
+      body: 'code,city\nA1,Lyon\nA2,Lyon\nA3,Nantes\n',
+    });
+    expect(ingested.status).toBe(200);
+    const found = await svc(['rediscover', '--scope', 'rediscovered']);
+    expect(found).toMatchObject({ code: 0, out: expect.stringMatching(/^scope rediscovered: 1 table\(s\), [1-9]\d* column\(s\) discovered \(source [\w-]+(, enriched)?\)\n$/), err: '' });
+    expect(JSON.parse((await svc(['rediscover', '--scope', 'rediscovered', '--json'])).out)).toMatchObject({ scope: 'rediscovered', tableCount: 1 });
     const missing = await svc(['rediscover']);
     expect(missing.code).toBe(2);
     expect(missing.err).toContain('svc rediscover: --scope is required');
@@ -1140,7 +1148,11 @@ describe('deliveries, dead letters and events', () => {
   });
 
   it('dlq ls and get', async () => {
-    expect(await svc(['dlq', 'ls', '--connector', 'local-open'])).toEqual({ code: 0, out: 'No dead letters.\n', err: '' });
+    // A connector of this case's own, never run: no dead letters, and no warning.
+    const connector = 'apiVersion: connectors.svc.io/v1\nkind: Connector\nmetadata: {name: dlq-quiet}\nconnector_type: rest-generic\n' +
+      'spec: {base_url: "http://127.0.0.1:9", endpoints: [{id: rows, path: /rows, target: {table: ext.dlq_quiet, unique_key: $.id}}]}\n';
+    expect(await svc(['apply', '-f', '-'], { stdin: connector })).toMatchObject({ code: 0, out: 'connector/dlq-quiet created\n' });
+    expect(await svc(['dlq', 'ls', '--connector', 'dlq-quiet'])).toEqual({ code: 0, out: 'No dead letters.\n', err: '' });
     // A name no connector has: the same empty list, and a warning that the name is unknown.
     expect(await svc(['dlq', 'ls', '--connector', 'local-opn'])).toEqual({ code: 0, out: 'No dead letters.\n', err: "warning: the tenant has no connector named 'local-opn'\n" });
     expect(await svc(['runs', 'ls', '--connector', 'local-opn'])).toEqual({ code: 0, out: 'No runs.\n', err: "warning: the tenant has no connector named 'local-opn'\n" });
