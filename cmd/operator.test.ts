@@ -252,7 +252,7 @@ describe('svc-hub operator', () => {
         },
         (err: Error) => `failed: ${err.message}`,
       );
-      await until('the leadership\'s login to hang', async () => (await owner.query(`select 1 from pg_stat_activity where wait_event = 'PgSleep' and ${leaderLogin}`)).rowCount! > 0, 60_000);
+      await until('the leadership\'s login to hang', async () => (await owner.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event = 'PgSleep' and ${leaderLogin}`)).rowCount! > 0, 60_000);
       // Was: no step named (a stop given up at its limit said "none of its own steps").
       expect(steps.list()).toEqual([OPERATOR_ELECTION_START]);
       const signalled = performance.now();

@@ -93,7 +93,7 @@ describe('migrations', () => {
       const migrating = migrate(url, roles, [{ schema: 'demo', dir }], { lockTimeoutMs: 1_000 });
       // The alter table waiting for its lock, with the live pods' statements to queue behind it.
       await until('the migration to wait for its lock', async () => {
-        const { rows } = await live.query(`select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like 'alter table demo.t%'`);
+        const { rows } = await live.query(`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'alter table demo.t%'`);
         return rows.length > 0;
       }, 30_000);
       // A live pod's write: was held behind the waiting alter table until the reader ended (here: cut
@@ -204,14 +204,19 @@ describe('migrations', () => {
       await writer.query('insert into demo.t values (1)');
       const first = migrate(url, roles, [{ schema: 'demo', dir }]);
       await until('the build to wait for the open transaction', async () => {
-        const { rowCount } = await writer.query(`select 1 from pg_locks where locktype = 'virtualxid' and not granted and pid <> pg_backend_pid()`);
+        // A session of this database (a virtualxid lock names none: its session's lock on a relation does;
+        // pg_stat_activity would not do, read once per transaction and the writer's is open).
+        const { rowCount } = await writer.query(
+          `select 1 from pg_locks w where w.locktype = 'virtualxid' and not w.granted and w.pid <> pg_backend_pid()
+              and exists (select 1 from pg_locks r where r.pid = w.pid and r.database = (select oid from pg_database where datname = current_database()))`,
+        );
         return rowCount === 1;
       }, { timeoutMs: 30_000 });
       const second = migrate(url, roles, [{ schema: 'demo', dir }]);
       await until('the second replica to wait', () => logs.lines().some((l) => String(l.msg).startsWith('another process is applying the migrations')), 30_000);
       // No statement of it waits for the lock. Was: it waited in one (pg_advisory_lock), the build waited for
       // that statement's snapshot, and PostgreSQL failed one of the two after deadlock_timeout ('deadlock detected').
-      const waits = await writer.query(`select 1 from pg_locks where locktype = 'advisory' and not granted`);
+      const waits = await writer.query(`select 1 from pg_locks where database = (select oid from pg_database where datname = current_database()) and locktype = 'advisory' and not granted`);
       expect(waits.rowCount).toBe(0);
       await writer.query('commit');
       expect(await Promise.all([first, second])).toEqual([1, 0]);

@@ -61,7 +61,7 @@ describe('ending a pool', () => {
       // Four idle connections, as a hub has when it stops.
       await Promise.all(Array.from({ length: 4 }, () => pool.query('select pg_sleep(0.01)')));
       await endPool(pool);
-      const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where application_name = $1', [name]);
+      const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name = $1', [name]);
       expect({ round, sessions: rows[0]!.n }).toEqual({ round, sessions: 0 });
     }
   });
@@ -101,7 +101,7 @@ describeRequiring(ssProblem(), 'ss (iproute2)', 'TCP keepalive', () => {
       await until('the migrations to wait on the lock', async () => {
         const { rows } = await t.owner.query<{ port: number }>(
           // Tried again and again (src/db/migrations.ts), not waited for in one statement: the session between its tries.
-          "select client_port as port from pg_stat_activity where query like 'select pg_try_advisory_lock%' and client_addr = '127.0.0.1'",
+          "select client_port as port from pg_stat_activity where datname = current_database() and query like 'select pg_try_advisory_lock%' and client_addr = '127.0.0.1'",
         );
         port = rows[0]?.port;
         return port !== undefined;
@@ -210,7 +210,7 @@ describe('interruptibleStart', () => {
     } finally {
       await endPool(settledPool);
       // The sessions that were cut end once their sleep does.
-      await until('the cut sessions to end', async () => (await t.owner.query('select 1 from pg_stat_activity where application_name = $1', [application_name])).rowCount === 0, { timeoutMs: 10_000 });
+      await until('the cut sessions to end', async () => (await t.owner.query('select 1 from pg_stat_activity where datname = current_database() and application_name = $1', [application_name])).rowCount === 0, { timeoutMs: 10_000 });
     }
   });
 });

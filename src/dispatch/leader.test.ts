@@ -163,7 +163,7 @@ describeRequiring(ssProblem(), 'ss (iproute2)', 'advisory-lock elector over TCP'
     const elector = new AdvisoryLockElector(tcp.toString(), key);
     try {
       expect(await elector.acquire()).toBe(true);
-      const { rows } = await t.owner.query<{ port: number }>("select client_port as port from pg_stat_activity where application_name = $1 and client_addr = '127.0.0.1'", [
+      const { rows } = await t.owner.query<{ port: number }>("select client_port as port from pg_stat_activity where datname = current_database() and application_name = $1 and client_addr = '127.0.0.1'", [
         `svc-hub leader (${key})`,
       ]);
       expect(rows).toHaveLength(1);

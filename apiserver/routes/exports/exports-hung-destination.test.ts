@@ -269,7 +269,7 @@ describe('export runs to a destination that never answers', () => {
     const started = await clients[B]!.post('/api/exports/at-stop/runs');
     expect(started.status).toBe(202);
     const id = (started.body as { runId: string }).runId;
-    await until('the run to stream (its connection accepted)', async () => silent.accepted() > 0 && (await owner.query("select 1 from pg_stat_activity where query ilike '%copy%'")).rows.length > 0);
+    await until('the run to stream (its connection accepted)', async () => silent.accepted() > 0 && (await owner.query("select 1 from pg_stat_activity where datname = current_database() and query ilike '%copy%'")).rows.length > 0);
     // A request that never ends (its body never does): the server waits the whole grace (4 s) for it.
     const { request } = await import('node:http');
     const held = request(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(B), 'content-type': 'application/json', 'transfer-encoding': 'chunked' } });

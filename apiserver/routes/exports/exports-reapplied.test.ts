@@ -110,7 +110,7 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
       // "Failed" waits on the lock held here.
       const endingOnLock = async () => {
         const { rows } = await owner.query<{ n: number }>(
-          "select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'update exports.runs set status = ''Failed''%'",
+          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update exports.runs set status = ''Failed''%'",
         );
         return rows[0]!.n > 0;
       };
@@ -151,7 +151,7 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     try {
       await until('the four to wait on the run', async () => {
         // The stop requests only: the run's own heartbeat (every 200 ms) waits on the row too.
-        const { rows } = await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'update exports.runs set stop_code%'");
+        const { rows } = await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like 'update exports.runs set stop_code%'");
         return rows[0]!.n === 4;
       }, 25_000); // four HTTP calls to reach the database: slow on a loaded 2-core machine
     } finally {

@@ -83,7 +83,7 @@ async function sweptWhileHeld(s: Setup, name: string, release: () => Promise<voi
   expect(started.status).toBe(202);
   const id = (started.body as { runId: string }).runId;
   await until('the run to wait on the lock', async () => {
-    const { rows } = await s.owner.query("select 1 from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%copy%'");
+    const { rows } = await s.owner.query("select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query ilike '%copy%'");
     return rows.length > 0;
   });
   // The sweep skips a run whose row a heartbeat holds at that moment (`for update skip locked`), or

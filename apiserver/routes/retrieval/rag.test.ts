@@ -68,7 +68,7 @@ async function lockedPartners(): Promise<pg.Client> {
 /** The discovery statements over the partners table running (or waiting on it) in PostgreSQL. */
 async function discoveriesWaiting(): Promise<number> {
   const { rows } = await owner.query<{ n: number }>(
-    `select count(*)::int as n from pg_stat_activity where state = 'active' and query ilike '%count(*)::int as n from "ext_t${T}"."partners"%' and pid <> pg_backend_pid()`,
+    `select count(*)::int as n from pg_stat_activity where datname = current_database() and state = 'active' and query ilike '%count(*)::int as n from "ext_t${T}"."partners"%' and pid <> pg_backend_pid()`,
   );
   return rows[0]!.n;
 }
@@ -626,7 +626,7 @@ describe('a client that goes away before its answer', () => {
     // One query of the tenant at a time, each running (or waiting) up to 20 s.
     const gated = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': `${model.url}/v1`, 'svc.llm.model': 'stand-in', 'svc.analytic.concurrency-per-tenant': '1', 'svc.analytic.statement-timeout': '20s' });
     const running = async () =>
-      (await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where state = 'active' and query ilike '%cross join%cross join%' and pid <> pg_backend_pid()")).rows[0]!.n;
+      (await owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where datname = current_database() and state = 'active' and query ilike '%cross join%cross join%' and pid <> pg_backend_pid()")).rows[0]!.n;
     try {
       // It leaves while its statement runs in PostgreSQL.
       await askAndLeave(gated.url, { question: 'long one', mode: 'analytic', scope: 'partners' }, async () => (await running()) === 1);

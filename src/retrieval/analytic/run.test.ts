@@ -113,7 +113,7 @@ describe('runReadOnly', () => {
     const { app, worker, analytic } = TEST_ROLES;
     const db = new Database({ appUrl: roleUrl(t.ownerUrl, app), workerUrl: roleUrl(t.ownerUrl, worker), analyticRole: analytic, poolSize: 2 });
     const sleeping = async () =>
-      (await t.owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where state = 'active' and query like '%pg_sleep(25)%' and pid <> pg_backend_pid()")).rows[0]!.n;
+      (await t.owner.query<{ n: number }>("select count(*)::int as n from pg_stat_activity where datname = current_database() and state = 'active' and query like '%pg_sleep(25)%' and pid <> pg_backend_pid()")).rows[0]!.n;
     try {
       const gone = new AbortController();
       const reason = new Error('the client closed the connection before the answer');
