@@ -89,18 +89,27 @@ async function both(): Promise<{ database: string; got: string; stringified: str
   });
 }
 
+/**
+ * Applies every example connector (tenant 1) and answers their manifests. A case that needs them
+ * applies them itself: the manifests it finds stored are no change (an apply of them writes nothing).
+ */
+async function applyExamples(): Promise<Array<{ kind?: string }>> {
+  const manifests = readdirSync(EXAMPLES)
+    .filter((file) => file.endsWith('.yaml'))
+    .flatMap((file) => parseAllDocuments(readFileSync(new URL(file, EXAMPLES), 'utf8')).map((doc) => doc.toJS() as { kind?: string }))
+    .filter((doc) => doc?.kind === 'Connector');
+  expect(manifests.length).toBeGreaterThan(10);
+  for (const manifest of manifests) await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest));
+  return manifests;
+}
+
 describe('listConnectorsJson', () => {
   it('answers [] when the tenant has no connector', async () => {
     expect(await both()).toEqual({ database: '[]', got: '[]', stringified: '[]' });
   });
 
   it("is getConnector's records as JSON.stringify writes them, for every example connector", async () => {
-    const manifests = readdirSync(EXAMPLES)
-      .filter((file) => file.endsWith('.yaml'))
-      .flatMap((file) => parseAllDocuments(readFileSync(new URL(file, EXAMPLES), 'utf8')).map((doc) => doc.toJS() as { kind?: string }))
-      .filter((doc) => doc?.kind === 'Connector');
-    expect(manifests.length).toBeGreaterThan(10);
-    for (const manifest of manifests) await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest));
+    const manifests = await applyExamples();
     const before = await both();
     expect(before.database).toBe(before.stringified);
     expect(before.got).toBe(before.stringified);
@@ -138,7 +147,8 @@ describe('listConnectorsJson', () => {
   });
 
   it("makes each endpoint's JSON once: no step of the list's plan yields more rows than the tenant has connectors or endpoints", async () => {
-    // The example connectors of the test above, several of them with several endpoints. The tables
+    await applyExamples();
+    // The example connectors, several of them with several endpoints. The tables
     // are small and not analyzed, as on most hubs: an aggregate over all the tenant's endpoints
     // joined to the connectors was run again for each connector (every endpoint's JSON made once per
     // connector: a plan step yielding connectors × endpoints / 2 rows).
@@ -171,6 +181,7 @@ describe('listConnectorsJson', () => {
   });
 
   it('the migration that stores the summary fills it from the specs already stored', async () => {
+    await applyExamples();
     const expected = await both();
     expect(JSON.parse(expected.database).length).toBeGreaterThan(10);
     // The columns as before that migration, then the migration again (recorded as not applied).
