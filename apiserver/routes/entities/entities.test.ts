@@ -82,6 +82,7 @@ describe('apply', () => {
   });
 
   it('folds the name to lower case: Partner is partner', async () => {
+    expect([200, 201]).toContain((await apply(manifest('partner'))).status); // new when the case runs alone
     const upper = await apply(manifest('Partner'));
     expect(upper.status).toBe(200);
     expect((upper.body as Json).name).toBe('partner');
@@ -122,7 +123,8 @@ describe('apply', () => {
 
 describe('list, read, delete', () => {
   beforeAll(async () => {
-    expect((await apply(manifest('partner'))).status).toBe(200);
+    // Applied by the cases before (200), or new when this block runs alone (201).
+    expect([200, 201]).toContain((await apply(manifest('partner'))).status);
     expect((await apply(manifest('account', { scope: 'sales' }))).status).toBe(201);
   });
 
