@@ -254,16 +254,25 @@ describe('dormancy', () => {
   });
 
   it('a re-apply keeps the spells (no second decision); another state column starts them afresh', async () => {
-    await apply(manifest('dorm', { dormancy: { after: '1s', states: ['prospect', 'active'] }, transitions: [] }));
-    const kept = await spell('dorm', 'p1');
-    expect(kept).toMatchObject({ state: 'active', notified_at: expect.any(Date) });
+    // A workflow and a record of this case's own (closed: a state no other case's workflow watches).
+    await partners([['k1', 'closed']]);
+    const dormancy = { after: '1s', states: ['closed'] };
+    expect((await apply(manifest('kept', { dormancy }))).status).toBe(201);
     await sweep();
-    expect(await decisions('dorm')).toHaveLength(2);
+    await until('k1 due', async () => (await spell('kept', 'k1'))?.due);
+    await sweep();
+    const announced = async () => (await decisions('kept')).filter((d) => d.key === 'k1');
+    expect(await announced()).toHaveLength(1);
 
-    await apply(manifest('dorm', { stateColumn: 'name', states: ['Partner p1', 'Partner p2'], transitions: [], dormancy: { after: '1s' } }));
-    expect(await spell('dorm', 'p1')).toBeUndefined();
+    expect((await apply(manifest('kept', { dormancy, transitions: [] }))).body).toMatchObject({ unchanged: false });
+    expect(await spell('kept', 'k1')).toMatchObject({ state: 'closed', notified_at: expect.any(Date) });
     await sweep();
-    expect(await spell('dorm', 'p1')).toMatchObject({ state: 'Partner p1', notified_at: null });
+    expect(await announced()).toHaveLength(1);
+
+    await apply(manifest('kept', { stateColumn: 'name', states: ['Partner k1'], transitions: [], dormancy: { after: '1s' } }));
+    expect(await spell('kept', 'k1')).toBeUndefined();
+    await sweep();
+    expect(await spell('kept', 'k1')).toMatchObject({ state: 'Partner k1', notified_at: null });
   });
 
   it('passes over a workflow whose entity cannot be read yet (its source table not written), and over one whose entity was deleted', async () => {
