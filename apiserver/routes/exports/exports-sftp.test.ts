@@ -204,6 +204,20 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
   });
 
   describe('runs', () => {
+    // The export the cases here run (the apply block applies it too: then this is the manifest stored, no change).
+    beforeAll(async () => {
+      expect([200, 201]).toContain((await applyYaml(exportManifest('partners-daily', sftp()))).status);
+    });
+
+    /** The Completed run that published today's file of partners-daily: the first case's, or one run now when this case runs alone. */
+    async function published(): Promise<Run> {
+      const done = ((await api.get('/api/exports/partners-daily/runs')).body as Run[]).find((r) => r.status === 'Completed');
+      if (done) return done;
+      const run = await runToEnd('partners-daily');
+      expect(run.status).toBe('Completed');
+      return run;
+    }
+
     it('publishes the exact bytes with a receipt whose SHA-256 is the file\'s, named in UTC', async () => {
       const run = await runToEnd('partners-daily');
       const file = join(sshd.root, 'out', `partners-${utcDate()}.csv`);
@@ -217,6 +231,7 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
     });
 
     it('ends a second run on the same name in collision, the file untouched; a retry collides too (the earlier attempt published)', async () => {
+      await published();
       const file = join(sshd.root, 'out', `partners-${utcDate()}.csv`);
       const before = readFileSync(file);
       const run = await runToEnd('partners-daily');
@@ -231,8 +246,7 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
     });
 
     it('answers 409 to a retry of a Completed run and to a run while one is in flight', async () => {
-      const runs = (await api.get('/api/exports/partners-daily/runs')).body as Run[];
-      const completed = runs.find((r) => r.status === 'Completed')!;
+      const completed = await published();
       const refused = await api.post(`/api/exports/partners-daily/runs/${completed.id}/retry`);
       expect(refused.status).toBe(409);
       await applyYaml(exportManifest('busy', sftp({ path: `${sshd.root}/out/busy-\${timestamp}.csv` })));
@@ -245,9 +259,16 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
     });
 
     it('lists runs newest first with limit 1 to 200', async () => {
+      await published();
+      const earlier = ((await api.get('/api/exports/partners-daily/runs')).body as Run[]).map((r) => r.id);
+      // Two more: a run that collides with today's file, and its retry (attempt 2).
+      const collided = await runToEnd('partners-daily');
+      const retried = await api.post(`/api/exports/partners-daily/runs/${collided.id}/retry`);
+      expect(retried.status).toBe(202);
+      const second = await settle('partners-daily', (retried.body as { runId: string }).runId);
       const runs = (await api.get('/api/exports/partners-daily/runs')).body as Run[];
-      expect(runs.length).toBe(3);
-      expect(runs.map((r) => r.attempt)).toEqual([2, 1, 1]);
+      expect(runs.map((r) => r.id)).toEqual([second.id, collided.id, ...earlier]);
+      expect(runs.slice(0, 2).map((r) => r.attempt)).toEqual([2, 1]);
       expect(((await api.get('/api/exports/partners-daily/runs?limit=1')).body as Run[]).length).toBe(1);
       expect((await api.get('/api/exports/partners-daily/runs?limit=0')).status).toBe(400);
       expect((await api.get('/api/exports/partners-daily/runs?limit=201')).status).toBe(400);
@@ -344,6 +365,7 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
     }
 
     it('refuses reading, running and listing runs of an export without its scope (403 scope not granted)', async () => {
+      expect([200, 201]).toContain((await applyYaml(exportManifest('partners-daily', sftp()))).status); // new when the case runs alone
       const sales = await scopedUser(['sales']);
       for (const res of [await sales.get('/api/exports/partners-daily'), await sales.post('/api/exports/partners-daily/runs'), await sales.get('/api/exports/partners-daily/runs')]) {
         expect(res.status).toBe(403);
@@ -400,16 +422,18 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'exports to a real OpenSSH server', 
     });
 
     it('fails a Running run whose process stopped beating as interrupted', async () => {
+      // An export of this case's own, and a Running run of it whose heartbeat stopped an hour ago.
+      expect((await applyYaml(exportManifest('stalled', sftp({ path: `${sshd.root}/out/stalled-\${timestamp}.csv` })))).status).toBe(201);
       const { rows } = await owner.query<{ id: string }>(
         `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time, heartbeat_at)
-         select tenant_id, id, name, entity, scope, 'sftp', 'Running', 'manual', now(), now() - interval '1 hour' from exports.exports where name = 'nodir' returning id`,
+         select tenant_id, id, name, entity, scope, 'sftp', 'Running', 'manual', now(), now() - interval '1 hour' from exports.exports where name = 'stalled' returning id`,
       );
       expect(await hub.services.exports.sweepInterrupted()).toBeGreaterThanOrEqual(1);
-      const run = (await api.get(`/api/exports/nodir/runs/${rows[0]!.id}`)).body as Run;
+      const run = (await api.get(`/api/exports/stalled/runs/${rows[0]!.id}`)).body as Run;
       expect(run).toMatchObject({ status: 'Failed', failureCode: 'interrupted' });
-      const retried = await api.post(`/api/exports/nodir/runs/${run.id}/retry`);
+      const retried = await api.post(`/api/exports/stalled/runs/${run.id}/retry`);
       expect(retried.status).toBe(202);
-      await settle('nodir', (retried.body as { runId: string }).runId);
+      expect((await settle('stalled', (retried.body as { runId: string }).runId)).status).toBe('Completed');
     });
   });
 
