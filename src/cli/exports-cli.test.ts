@@ -200,6 +200,16 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
+/**
+ * The entity and the export partners-s3 as the first case applies them: what the later cases read,
+ * applied again by each block or case that reads them, so that it passes alone (-t); in the file
+ * they are the manifests stored, and nothing changes.
+ */
+async function applied(): Promise<void> {
+  const both = `${stringify(ENTITY)}---\n${stringify(exportManifest('partners-s3'))}`;
+  expect(await svc(['apply', '-f', '-'], { stdin: both })).toMatchObject({ code: 0 });
+}
+
 describe('apply, entities and exports', () => {
   it('applies a file holding an Entity and an Export, in order; again: unchanged', async () => {
     const file = join(dir, 'partners.yaml');
@@ -226,6 +236,7 @@ describe('apply, entities and exports', () => {
   });
 
   it('entities ls and get', async () => {
+    await applied();
     const ls = await svc(['entities', 'ls']);
     expect(ls.code).toBe(0);
     const [header, row] = ls.out.trimEnd().split('\n');
@@ -244,6 +255,7 @@ describe('apply, entities and exports', () => {
   });
 
   it('exports ls and get', async () => {
+    await applied();
     const ls = await svc(['exports', 'ls']);
     expect(ls.code).toBe(0);
     const [header, ...rows] = ls.out.trimEnd().split('\n');
@@ -264,6 +276,7 @@ describe('apply, entities and exports', () => {
 
 describe('runs', () => {
   let first: string;
+  beforeAll(applied);
 
   it('follows a run: progress lines with rows and bytes, a 409 for a second run meanwhile, then the receipt', async () => {
     gate.hold(); // the PutObject waits: the run stays Running with its figures recorded
@@ -401,6 +414,7 @@ describe('runs', () => {
 });
 
 describe('download', () => {
+  beforeAll(applied);
   it('writes the exact bytes to -o FILE, with rows, bytes and the verified SHA-256 on stderr', async () => {
     const file = join(dir, 'partner.csv');
     writeFileSync(file, 'an older download\n');
