@@ -88,6 +88,9 @@ describe('svc and workflows', () => {
   });
 
   it('workflows ls, get, rm', async () => {
+    // The entity and the workflow as the case before applies them (then stored: no change).
+    writeFileSync(join(dir, 'listed.yaml'), `${stringify(ENTITY)}---\n${stringify(WORKFLOW)}`);
+    expect(await svc(['apply', '-f', join(dir, 'listed.yaml')])).toMatchObject({ code: 0 });
     const ls = await svc(['workflows', 'ls']);
     expect(ls.code).toBe(0);
     const [header, row] = ls.out.trimEnd().split('\n');
