@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { migratedDatabase, type MigratedDatabase, TEST_ROLES } from '../../../test/harness/database.js';
 import { loopHeld } from '../../../test/harness/loop-held.js';
+import type { Tx } from '../../db/database.js';
 import { refusedValueCode } from '../../validation/database-refusals.js';
-import type { Target } from '../types.js';
+import type { Promote, Target } from '../types.js';
 import { ExtSchema } from './ddl.js';
 import { type PreparedRow, prepareRow } from './rows.js';
 import { isKeyConflict, upsertChanged, upsertChunk } from './writer.js';
@@ -14,7 +15,9 @@ import { isKeyConflict, upsertChanged, upsertChunk } from './writer.js';
  * staging table starts every transaction empty, and a refused value fails the statement with its code;
  * with `expectNew` new rows are inserted as they are and a stored key fails the statement as a key
  * conflict, staged or not, without touching the stored row. A large chunk's COPY text is made and sent a piece at a
- * time (the event loop is not held for the whole of it), a row longer than a piece cut between two characters.
+ * time (the event loop is not held for the whole of it), a row longer than a piece cut between two characters. A connection keeps one staging table
+ * whatever the number of promoted columns of the chunks it stages, grown as wider ones come, its
+ * growth undone with a transaction (or savepoint) rolled back.
  */
 
 let m: MigratedDatabase;
@@ -184,6 +187,112 @@ describe('upsertChunk: a large chunk is made and sent a piece at a time', () => 
     for (const row of long) expect(await m.db.withTenant(1, (tx) => upsertChunk(tx, target, [row], ids))).toBe(1);
     const table = await stored();
     for (const row of long) expect(table.get(row.externalId!)).toEqual({ data: row.data, name: row.promoted.name, n: null, at: null });
+  });
+});
+
+describe('one staging table per connection', () => {
+  // A database of its own, one connection: the first staging of the connection is this suite's.
+  let one: MigratedDatabase;
+  let oneExt: ExtSchema;
+  const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
+  const narrow: Target = { kind: 'hybrid', table: 'ext.stage_narrow', unique_key: '$.id', promote: [promote('score', 'numeric')] };
+  const middle: Target = { kind: 'hybrid', table: 'ext.stage_middle', unique_key: '$.id', promote: [promote('flag', 'boolean'), promote('n', 'bigint'), promote('name', 'text')] };
+  const wide: Target = {
+    kind: 'hybrid',
+    table: 'ext.stage_wide',
+    unique_key: '$.id',
+    promote: [promote('name', 'text'), promote('n', 'bigint'), promote('at', 'timestamptz'), promote('flag', 'boolean'), promote('score', 'numeric')],
+  };
+  const bare: Target = { kind: 'hybrid', table: 'ext.stage_bare', unique_key: '$.id', promote: [] };
+  const source = (n: number, version: number) => ({ id: `s${n}`, name: `name ${n} v${version}`, n: n * version, at: new Date(Date.UTC(2024, 0, 1, 0, 0, n + version)).toISOString(), flag: (n + version) % 2 === 0, score: n * version + 0.5 });
+  const chunk = (target: Target, from: number, version = 1) => Array.from({ length: 80 }, (_v, i) => prepareRow(source(from + i, version), target));
+  const normal = (type: Promote['type'], value: unknown) =>
+    value === null ? null : type === 'bigint' || type === 'numeric' ? Number(value) : type === 'timestamptz' ? new Date(value as string).toISOString() : value;
+
+  /** Every row of the target's table: its data and promoted values as the source gave them. */
+  async function expectTable(target: Target, rows: Map<number, number>): Promise<void> {
+    const columns = target.promote.map((p) => p.name);
+    const { rows: found } = await one.owner.query(`select external_id, data${columns.map((c) => `, ${c}`).join('')} from ext_t1.${target.table.slice(4)} order by external_id`);
+    const expected = [...rows].map(([n, version]) => {
+      const data = source(n, version);
+      return Object.fromEntries([['external_id', data.id], ['data', data], ...target.promote.map((p) => [p.name, normal(p.type, data[p.name as keyof typeof data])])]);
+    });
+    const seen = found.map((r) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, k === 'external_id' || k === 'data' ? v : normal(target.promote.find((p) => p.name === k)!.type, v instanceof Date ? v.toISOString() : v)])));
+    expect(seen).toEqual(expected.sort((a, b) => (a.external_id < b.external_id ? -1 : 1)));
+  }
+
+  const written = new Map<Target, Map<number, number>>([narrow, middle, wide, bare].map((t) => [t, new Map()]));
+  const record = (target: Target, from: number, version = 1) => {
+    for (let i = 0; i < 80; i++) written.get(target)!.set(from + i, version);
+  };
+  const write = async (tx: Tx, target: Target, from: number, version = 1) => {
+    expect(await upsertChunk(tx, target, chunk(target, from, version), ids)).toBe(80);
+  };
+
+  beforeAll(async () => {
+    one = await migratedDatabase({ 1: 'one' }, 1);
+    oneExt = new ExtSchema(one.ownerUrl, TEST_ROLES);
+    for (const target of [narrow, middle, wide, bare]) await oneExt.ensureTable(1, target.table, target.promote);
+  });
+
+  afterAll(async () => {
+    await oneExt?.close();
+    await one?.close();
+  });
+
+  it('stages chunks of 1, 3, 5 and 0 promoted columns in one table, grown as needed, its growth undone by a rollback', async () => {
+    const session = async () =>
+      one.db.withTenant(1, async (tx) => {
+        const { rows: found } = await tx.query<{ pid: number; relname: string; columns: number }>(
+          `select pg_backend_pid() as pid, c.relname, (select count(*)::int from pg_attribute a where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped) as columns
+             from pg_class c where c.relnamespace = pg_my_temp_schema() and starts_with(c.relname, 'svc_ingest_stage') order by c.relname`,
+        );
+        return found;
+      });
+    // A staging table of the former kind, one per number of promoted columns, on the connection.
+    const pid = await one.db.withTenant(1, async (tx) => {
+      await tx.query('create temp table svc_ingest_stage_2 (external_id text, row_hash text, data jsonb, p0 text, p1 text) on commit delete rows');
+      return (await tx.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+    });
+
+    await one.db.withTenant(1, (tx) => write(tx, narrow, 0));
+    record(narrow, 0);
+    // Grown for 3 columns, then rolled back: the table is back to 1 column, and the next chunk of 3 grows it again.
+    await expect(
+      one.db.withTenant(1, async (tx) => {
+        await write(tx, middle, 0);
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect(await session()).toEqual([{ pid, relname: 'svc_ingest_stage', columns: 4 }]);
+    await one.db.withTenant(1, (tx) => write(tx, middle, 100));
+    record(middle, 100);
+    // Grown for 5 columns under a savepoint rolled back to, then grown again in the same transaction.
+    await one.db.withTenant(1, async (tx) => {
+      await write(tx, narrow, 100);
+      await tx.query('savepoint s');
+      await write(tx, wide, 0);
+      await tx.query('rollback to savepoint s');
+      await write(tx, wide, 100);
+    });
+    record(narrow, 100);
+    record(wide, 100);
+    // Narrower chunks after a wider one, in one transaction (each sees only its own rows), and in the next.
+    await one.db.withTenant(1, async (tx) => {
+      await write(tx, wide, 200, 2);
+      await write(tx, narrow, 0, 2);
+      await write(tx, bare, 0);
+      await write(tx, middle, 100, 3);
+    });
+    record(wide, 200, 2);
+    record(narrow, 0, 2);
+    record(bare, 0);
+    record(middle, 100, 3);
+    await one.db.withTenant(1, (tx) => write(tx, narrow, 200));
+    record(narrow, 200);
+
+    expect(await session()).toEqual([{ pid, relname: 'svc_ingest_stage', columns: 8 }]);
+    for (const [target, rows] of written) await expectTable(target, rows);
   });
 });
 

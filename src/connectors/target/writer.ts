@@ -104,8 +104,18 @@ function jsonChars(rows: Iterable<PreparedRow>): number {
   return chars;
 }
 
-/** Transactions that have staged rows already (their staging table must be emptied before the next COPY). */
-const staged = new WeakMap<Tx, Set<string>>();
+/** Transactions that have staged rows already (the staging table must be emptied before their next COPY). */
+const staged = new WeakSet<Tx>();
+
+/** The connection's staging table (one, whatever the number of promoted columns). */
+const STAGE = 'pg_temp.svc_ingest_stage';
+/**
+ * Readies STAGE for a chunk of `width` promoted columns, emptied first when `empty`
+ * (connectors.ingest_stage: src/connectors/migrations/connectors/V13__ingest_stage.sql). Inline, not
+ * a parameter or a named statement: as the first statement of a transaction it then travels with
+ * `begin` in one simple-protocol text, which costs PostgreSQL less.
+ */
+const stageSql = (width: number, empty: boolean) => `select connectors.ingest_stage(${width}, ${empty})`;
 
 async function writeRows(
   tx: Tx,
@@ -140,16 +150,17 @@ async function writeRows(
   if (tx.copyFrom && (byKey.size >= STAGE_FROM_ROWS || jsonChars(byKey.values()) >= STAGE_FROM_CHARS)) {
     // A chunk is COPYed into a temporary staging table on the transaction's own connection, then
     // merged by one INSERT … SELECT: COPY parses the rows far cheaper than jsonb_to_recordset over
-    // one big JSON array. The staging table (one per number of promoted columns, all text but
-    // `data`) lives as long as the connection and empties itself at commit.
-    const stage = `pg_temp.svc_ingest_stage_${promote.length}`;
-    const seen = staged.get(tx) ?? new Set<string>();
-    const prepare = `create temp table if not exists ${stage} (external_id text, row_hash text, data jsonb${promote.map((_p, i) => `, p${i} text`).join('')}) on commit delete rows`;
-    await tx.query(seen.has(stage) ? `${prepare}; truncate ${stage}` : prepare);
-    seen.add(stage);
-    staged.set(tx, seen);
-    await tx.copyFrom(`copy ${stage} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, copyLines(byKey.values(), promote));
-    result = await tx.query(merge(`${stage} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid]);
+    // one big JSON array. The staging table (all text but `data`) lives as long as the connection
+    // and empties itself at commit. There is one per connection, as wide as the widest chunk it has
+    // served (PostgreSQL empties every such table of a connection at each commit: one per number of
+    // promoted columns made every commit pay for each): a narrower chunk fills its first columns and
+    // leaves the others null. The function reads the width from the catalog (a record of it kept here
+    // would be wrong after a rollback of the transaction that grew the table) and grows the table
+    // when it is too narrow.
+    await tx.query(stageSql(promote.length, staged.has(tx)));
+    staged.add(tx);
+    await tx.copyFrom(`copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, copyLines(byKey.values(), promote));
+    result = await tx.query(merge(`${STAGE} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid]);
   } else {
     // Small chunks (the row-by-row fallback among them) travel as one JSON array spread by
     // jsonb_to_recordset: one round trip.
