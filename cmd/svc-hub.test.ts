@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
@@ -282,6 +282,36 @@ describe('svc-hub executable', () => {
       await new Promise((resolve) => taken.close(resolve));
     }
   }, 120_000);
+
+  // Mounting needs root (CI runs as root).
+  (process.getuid?.() === 0 ? it : it.skip)('a data directory on a full or read-only file system: one line naming the file and what to do, exit 1, no stack', async () => {
+    const dataDir = tempDir();
+    // Mode 0711, what a root-run hub makes of its data directory.
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0711', 'tmpfs', dataDir]);
+    try {
+      expect(() => writeFileSync(join(dataDir, 'filler'), Buffer.alloc(128 * 1024))).toThrow(/ENOSPC/); // full
+      const full = start(['all'], { SVC_DATA_DIR: dataDir, PORT: '0' });
+      expect(await full.exited).toBe(1);
+      // Was: 'svc-hub all failed: ENOSPC: no space left on device, write' and the error's stack.
+      expect(full.output()).toContain(
+        `svc-hub all failed: cannot write ${join(dataDir, 'master.key')}: no space left on the device (ENOSPC). Free space on its file system, or point SVC_DATA_DIR at a directory elsewhere, or set SVC_SECRET_MASTER_KEY\n`,
+      );
+      expect(full.output()).not.toContain('    at ');
+      // Its master key made, then the file system made read-only: the embedded PostgreSQL's start is refused.
+      rmSync(join(dataDir, 'filler'));
+      writeFileSync(join(dataDir, 'master.key'), `${Buffer.alloc(32, 7).toString('base64')}\n`, { mode: 0o600 });
+      execFileSync('mount', ['-o', 'remount,ro', dataDir]);
+      const readOnly = start(['all'], { SVC_DATA_DIR: dataDir, PORT: '0' });
+      expect(await readOnly.exited).toBe(1);
+      // Was: 'svc-hub all failed: EROFS: read-only file system, open …/hub.lock' and its stack.
+      expect(readOnly.output()).toContain(
+        `svc-hub all failed: cannot create or open ${join(dataDir, 'hub.lock')}: the file system is read-only (EROFS). Make it writable (mount it read-write), or point SVC_DATA_DIR at a directory elsewhere (or give the hub a PostgreSQL of its own, DATABASE_URL)\n`,
+      );
+      expect(readOnly.output()).not.toContain('    at ');
+    } finally {
+      execFileSync('umount', [dataDir]);
+    }
+  }, 60_000);
 
   it('an unexpected start failure keeps its stack', () => {
     expect(expectedFailure(new TypeError("Cannot read properties of undefined (reading 'x')"))).toBeUndefined();

@@ -85,6 +85,14 @@ async function packagedInstall(): Promise<string> {
 
 const asRoot = userInfo().uid === 0;
 
+/** A StartRefused (one line at start, cmd/svc-hub.ts) saying `message`. */
+function refused(message: string): { name: string; message: string } {
+  return { name: 'StartRefused', message };
+}
+
+/** What a start refused by the data directory's file system says to do. */
+const ELSEWHERE = 'Free space on its file system, or point SVC_DATA_DIR at a directory elsewhere (or give the hub a PostgreSQL of its own, DATABASE_URL)';
+
 /** A 0700 directory, like /root, holding a copy of the PostgreSQL installation (where a checkout's node_modules would have it). */
 async function homeWithInstall(): Promise<{ home: string; install: string }> {
   const home = tempDir(0o700);
@@ -140,7 +148,7 @@ describe('embedded PostgreSQL', () => {
       execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m,mode=0755', 'tmpfs', full]);
       try {
         await expect(startEmbedded({ dataDir, installDir: install, runtimeDir: full })).rejects.toThrow(
-          new RegExp(`^could not copy the PostgreSQL binaries from ${install} to ${full}/postgres-[0-9a-f]{16}, where the postgres OS user reaches them: ENOSPC`),
+          new RegExp(`^could not copy the PostgreSQL binaries from ${install} to ${full}/postgres-[0-9a-f]{16}, where the postgres OS user reaches them: no space left on the device \\(ENOSPC\\)\\. Free space on its file system, or start the hub without that directory: `),
         );
         // Was: the partial copy, postgres-<hash>.<pid>.tmp, left filling the disk.
         expect(readdirSync(full)).toEqual([]);
@@ -177,7 +185,8 @@ describe('embedded PostgreSQL', () => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0755', 'tmpfs', dataDir]);
     try {
       writeFileSync(join(dataDir, 'filler'), Buffer.alloc(14 * 4096));
-      await expect(startEmbedded({ dataDir })).rejects.toThrow(/^ENOSPC: no space left on device, write$/);
+      // Was: 'ENOSPC: no space left on device, write', naming no file.
+      await expect(startEmbedded({ dataDir })).rejects.toMatchObject(refused(`cannot write ${join(dataDir, 'postgres.json')}: no space left on the device (ENOSPC). ${ELSEWHERE}`));
       // Was: an empty postgres.json, which every later start failed to read ('Unexpected end of JSON input').
       expect(readdirSync(dataDir).sort()).toEqual(['filler', 'hub.lock']);
       rmSync(join(dataDir, 'filler'));
@@ -200,7 +209,7 @@ describe('embedded PostgreSQL', () => {
     const runtimeDir = join(tempDir(), 'runtime');
     try {
       writeFileSync(join(dataDir, 'filler'), Buffer.alloc(13 * 4096));
-      await expect(startEmbedded({ dataDir, runtimeDir })).rejects.toThrow(/^ENOSPC: no space left on device, write$/);
+      await expect(startEmbedded({ dataDir, runtimeDir })).rejects.toMatchObject(refused(`cannot write ${join(dataDir, 'cluster-dir')}: no space left on the device (ENOSPC). ${ELSEWHERE}`));
       // Was: an empty cluster-dir, naming no cluster at every later start ("ENOENT: no such file or directory, mkdir ''").
       expect(readdirSync(dataDir).sort()).toEqual(['filler', 'hub.lock', 'postgres.json']);
       rmSync(join(dataDir, 'filler'));
@@ -210,6 +219,35 @@ describe('embedded PostgreSQL', () => {
       execFileSync('umount', [dataDir]);
     }
   }, 120_000);
+
+  (asRoot ? it : it.skip)(
+    'run as root from a 0700 directory, the runtime directory on a read-only file system: the start fails naming that directory and what to do, and leaves the data directory free',
+    async () => {
+      const { home, install } = await homeWithInstall();
+      const readOnly = tempDir();
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=64k,mode=0755', 'tmpfs', readOnly]);
+      try {
+        const besides = `or start the hub without that directory: running as root, the hub keeps in RUNTIME what the postgres OS user, which its PostgreSQL runs as, cannot reach in place (a copy of the PostgreSQL binaries, the cluster of a data directory it cannot enter). Start it as a user other than root, or from a checkout and a data directory (SVC_DATA_DIR) the postgres user can reach (not under a home directory of mode 0700 such as /root), or with a PostgreSQL of its own (DATABASE_URL)`;
+        // The binaries to copy, the runtime directory missing on a read-only /var/lib. Was: 'ENOENT: no such file or directory, mkdir …/svc-hub'.
+        const runtimeDir = join(readOnly, 'svc-hub');
+        const dataDir = join(home, '.svc');
+        await expect(startEmbedded({ dataDir, installDir: install, runtimeDir })).rejects.toMatchObject(
+          refused(`cannot create the directory ${runtimeDir}: the file system is read-only (EROFS). Make it writable (mount it read-write), ${besides.replace('RUNTIME', runtimeDir)}`),
+        );
+        expect(lockFree(dataDir)).toBe(true);
+        expect(readdirSync(dataDir).sort()).toEqual(['hub.lock', 'postgres.json']);
+        // The binaries reachable, the cluster of a data directory the postgres user cannot enter
+        // to be made in a runtime directory there, read-only. Was: 'EROFS: read-only file system, chmod …'.
+        await expect(startEmbedded({ dataDir, runtimeDir: readOnly })).rejects.toMatchObject(
+          refused(`cannot create the directory ${join(readOnly, 'clusters')}: the file system is read-only (EROFS). Make it writable (mount it read-write), ${besides.replace('RUNTIME', readOnly)}`),
+        );
+        expect(lockFree(dataDir)).toBe(true);
+      } finally {
+        execFileSync('umount', [readOnly]);
+      }
+    },
+    120_000,
+  );
 
   (asRoot ? it : it.skip)(
     'run as root from a 0700 directory: two hubs copying the binaries at once both start, the second to finish its copy on the first one\'s',

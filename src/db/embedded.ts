@@ -28,6 +28,7 @@ import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
 import { StartRefused } from '../errors.js';
+import { fileSystemRefusal, makeDirectory, withPath } from '../runtime/file-system.js';
 import { ownClient, settlesWithin } from './pool.js';
 
 /**
@@ -201,9 +202,27 @@ function serverEnv(env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
  */
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   const dataDir = resolve(options.dataDir);
-  mkdirSync(dataDir, { recursive: true });
+  try {
+    return await startIn(dataDir, options);
+  } catch (err) {
+    throw fileSystemRefusal(err, (path) => refusedWhere(path, resolve(options.runtimeDir ?? DEFAULT_RUNTIME_DIR))) ?? err;
+  }
+}
+
+/**
+ * The way around a file system that refuses what the start writes (fileSystemRefusal): another data
+ * directory, or, for the runtime directory of a root-run hub (fixed), what makes it unneeded.
+ */
+function refusedWhere(path: string, runtimeDir: string): string {
+  if (path !== runtimeDir && !path.startsWith(`${runtimeDir}/`)) return 'point SVC_DATA_DIR at a directory elsewhere (or give the hub a PostgreSQL of its own, DATABASE_URL)';
+  return `start the hub without that directory: running as root, the hub keeps in ${runtimeDir} what the postgres OS user, which its PostgreSQL runs as, cannot reach in place (a copy of the PostgreSQL binaries, the cluster of a data directory it cannot enter). Start it as a user other than root, or from a checkout and a data directory (SVC_DATA_DIR) the postgres user can reach (not under a home directory of mode 0700 such as /root), or with a PostgreSQL of its own (DATABASE_URL)`;
+}
+
+async function startIn(dataDir: string, options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  makeDirectory(dataDir);
   // Run as root, PostgreSQL runs as the postgres user, which must be able to pass through (not list).
-  if (userInfo().uid === 0) chmodSync(dataDir, 0o711);
+  // Left as it is when it is so already (a read-only file system refuses any chmod).
+  if (userInfo().uid === 0 && (statSync(dataDir).mode & 0o777) !== 0o711) chmodSync(dataDir, 0o711);
   // The kernel lock taken (every earlier holder has exited), or a stale hub.holder or hub.pid replaced (the hub
   // that left it ran here, and so did the server it left, if any).
   const lock = await lockDataDir(dataDir, options.interrupt, options.stopWaitMs);
@@ -455,7 +474,7 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
   if (existsSync(runtimeDir)) removePartialCopies(runtimeDir, place);
   if (existsSync(join(target, 'bin', 'postgres'))) return target;
   logger().info({ from: install, to: target }, 'the postgres OS user cannot reach the PostgreSQL binaries: copying them');
-  mkdirSync(runtimeDir, { recursive: true, mode: 0o755 });
+  makeDirectory(runtimeDir, 0o755);
   chmodSync(runtimeDir, 0o755);
   const partial = `${target}.${place}.${process.pid}.tmp`;
   rmSync(partial, { recursive: true, force: true });
@@ -467,7 +486,8 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
     rmSync(partial, { recursive: true, force: true });
     // Another hub of the same installation renamed its copy into place first.
     if (existsSync(join(target, 'bin', 'postgres'))) return target;
-    throw new Error(`could not copy the PostgreSQL binaries from ${install} to ${target}, where the postgres OS user reaches them: ${(err as Error).message}`);
+    const what = `could not copy the PostgreSQL binaries from ${install} to ${target}, where the postgres OS user reaches them`;
+    throw fileSystemRefusal(err, (path) => refusedWhere(path, runtimeDir), { what, path: target }) ?? new Error(`${what}: ${(err as Error).message}`);
   }
   return target;
 }
@@ -504,7 +524,7 @@ function placeCluster(dataDir: string, runAs: OsUser | undefined, runtimeDir: st
     clusterDir = join(dataDir, 'pg');
   } else {
     const clusters = join(runtimeDir, 'clusters');
-    mkdirSync(clusters, { recursive: true, mode: 0o711 });
+    makeDirectory(clusters, 0o711);
     chmodSync(runtimeDir, 0o755);
     chmodSync(clusters, 0o711);
     clusterDir = join(clusters, `${randomBytes(8).toString('hex')}`);
@@ -512,7 +532,7 @@ function placeCluster(dataDir: string, runAs: OsUser | undefined, runtimeDir: st
     replaceWhole(pointer, `${clusterDir}\n`);
     logger().info({ dataDir, clusterDir }, 'the postgres OS user cannot enter the data directory: the cluster lives in the runtime directory');
   }
-  mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
+  makeDirectory(clusterDir, 0o700);
   if (runAs) chownSync(clusterDir, runAs.uid, runAs.gid);
   return clusterDir;
 }
@@ -550,7 +570,12 @@ async function initdb(
   interrupt: AbortSignal | undefined,
 ): Promise<void> {
   const { work, pwfile } = initdbPaths(clusterDir);
-  writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
+  try {
+    writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
+  } catch (err) {
+    rmSync(pwfile, { force: true }); // made, its bytes refused (a full disk)
+    throw withPath(err, pwfile);
+  }
   try {
     if (runAs) chownSync(pwfile, runAs.uid, runAs.gid);
     // In a process group of its own initdb never sees the terminal's Ctrl-C, but for the moment
@@ -1283,7 +1308,7 @@ function filledBeside(path: string, content: string, mode = 0o644): string {
   } catch (err) {
     // EEXIST: not this call's file.
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') rmSync(file, { force: true });
-    throw err;
+    throw withPath(err, path);
   }
   return file;
 }

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { Config, ConfigError } from '../../config/config.js';
+import { StartRefused } from '../../errors.js';
 import { createLogger, logger, setLogger } from '../../observability/logger.js';
 import { DEV_KEY_FILE, devKey, loadMasterKey, loadMasterKeys } from './master-key.js';
 
@@ -30,6 +31,17 @@ function tempDir(): string {
 }
 
 const load = (overrides: Record<string, string>) => Config.load({ env: {}, overrides });
+
+/** The message of the StartRefused `fn` throws (one line at start, cmd/svc-hub.ts). */
+function refusal(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    if (err instanceof StartRefused) return err.message;
+    throw err;
+  }
+  throw new Error('did not throw');
+}
 
 describe('loadMasterKey', () => {
   it('uses svc.secret.master-key, hex or base64, and registers it with the logger', () => {
@@ -101,7 +113,10 @@ describe('loadMasterKey', () => {
     execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64k,mode=0700', 'tmpfs', dataDir]);
     try {
       expect(() => writeFileSync(join(dataDir, 'filler'), Buffer.alloc(128 * 1024))).toThrow(/ENOSPC/);
-      expect(() => devKey(dataDir)).toThrow(/^ENOSPC: no space left on device, write$/);
+      // Was: 'ENOSPC: no space left on device, write', naming no file (and logged with its stack).
+      expect(refusal(() => devKey(dataDir))).toBe(
+        `cannot write ${join(dataDir, DEV_KEY_FILE)}: no space left on the device (ENOSPC). Free space on its file system, or point SVC_DATA_DIR at a directory elsewhere, or set SVC_SECRET_MASTER_KEY`,
+      );
       // Was: an empty master.key.<pid>.<random>.tmp left at each such start.
       expect(readdirSync(dataDir)).toEqual(['filler']);
       rmSync(join(dataDir, 'filler'));
@@ -109,6 +124,19 @@ describe('loadMasterKey', () => {
       expect(readdirSync(dataDir)).toEqual([DEV_KEY_FILE]);
     } finally {
       execFileSync('umount', [dataDir]);
+    }
+  });
+
+  (process.getuid?.() === 0 ? it : it.skip)('a first start whose data directory is to be made on a read-only file system fails naming the directory and what to do', () => {
+    const parent = tempDir();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=64k', 'tmpfs', parent]);
+    try {
+      // Was: 'ENOENT: no such file or directory, mkdir …' (Node's recursive mkdir answers EROFS so).
+      expect(refusal(() => devKey(join(parent, 'svc', 'data')))).toBe(
+        `cannot create the directory ${join(parent, 'svc')}: the file system is read-only (EROFS). Make it writable (mount it read-write), or point SVC_DATA_DIR at a directory elsewhere, or set SVC_SECRET_MASTER_KEY`,
+      );
+    } finally {
+      execFileSync('umount', [parent]);
     }
   });
 

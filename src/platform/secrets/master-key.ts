@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, linkSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type Config, ConfigError } from '../../config/config.js';
 import { envName } from '../../config/properties.js';
 import { logger, registerSecret } from '../../observability/logger.js';
+import { fileSystemRefusal, makeDirectory, withPath } from '../../runtime/file-system.js';
 import { KEY_BYTES, type MasterKeys, parseMasterKey } from './crypto.js';
 
 const PROPERTY = 'svc.secret.master-key';
@@ -78,12 +79,16 @@ export function devKey(dataDir: string): Buffer {
     logger().info({ path }, `${PROPERTY} is not set: using the development master key in ${path}`);
     return existing;
   }
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const text = `${randomBytes(KEY_BYTES).toString('base64')}\n`;
   const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
   try {
+    makeDirectory(dataDir, 0o700);
     // In the try: a full disk makes the file and refuses its bytes, and it is removed below.
-    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+    try {
+      writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+    } catch (err) {
+      throw withPath(err, path);
+    }
     chmodSync(tmp, 0o600); // whatever the umask did
     linkSync(tmp, path); // fails when another process got there first: theirs wins
     logger().warn(
@@ -91,7 +96,8 @@ export function devKey(dataDir: string): Buffer {
       `${PROPERTY} is not set: generated a development master key into ${path} (mode 0600). Secrets stored now open only with this key; set ${envName(PROPERTY)} (required in the prod profile) to choose one.`,
     );
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    // A full disk, a read-only data directory: one line naming the file and what to do.
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw fileSystemRefusal(err, () => `point SVC_DATA_DIR at a directory elsewhere, or set ${envName(PROPERTY)}`) ?? err;
   } finally {
     rmSync(tmp, { force: true });
   }
