@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -457,6 +457,38 @@ describe('embedded PostgreSQL', () => {
     }
   }, 180_000);
 
+  (asRoot ? it : it.skip)("the same, a hub of a user other than root, the killed hub's pid taken by another user's process (whose open files that user cannot see): the orphan is stopped, the lock taken", async () => {
+    const home = tempDir();
+    const nobody = { uid: 65534, gid: 65534, home };
+    chownSync(home, nobody.uid, nobody.gid);
+    const dataDir = join(home, 'data');
+    const hub = namespacedHub(dataDir, { ownNamespaces: false, user: nobody });
+    const { pid } = await hub.started;
+    const postmaster = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    orphans.push(postmaster);
+    expect(statSync(`/proc/${postmaster}`).uid).toBe(nobody.uid);
+    process.kill(pid, 'SIGKILL');
+    await until('the hub to exit', () => !isLive(pid));
+    // hub.holder and hub.pid as the killed hub wrote them (its user's), its pid now a live process of root's.
+    const other = spawn('sleep', ['600'], { stdio: 'ignore' });
+    children.push(other);
+    for (const lockFile of [join(dataDir, 'hub.holder'), join(dataDir, 'hub.pid')]) {
+      writeFileSync(lockFile, readFileSync(lockFile, 'utf8').replace(/^\d+\n/, `${other.pid}\n`));
+      expect(statSync(lockFile).uid).toBe(nobody.uid);
+    }
+    // Was: refused, naming that process as the hub that uses the directory (its open files unreadable, taken for hub.lock).
+    const again = namespacedHub(dataDir, { ownNamespaces: false, user: nobody });
+    try {
+      const { url } = await again.started;
+      expect(isLive(postmaster)).toBe(false);
+      expect(await answers(url)).toBe(1);
+    } finally {
+      again.child.stdin!.end();
+      await until('the second hub to stop', () => again.child.exitCode !== null || again.child.signalCode !== null);
+      other.kill('SIGKILL');
+    }
+  }, 180_000);
+
   it('an orphan whose postmaster ignores both shutdowns (stopped) with none of its children left is killed; the next server recovers the cluster and serves', async () => {
     const dataDir = join(tempDir(), 'data');
     const { clusterDir, postmaster } = await orphaned(dataDir, async (url) => {
@@ -708,13 +740,16 @@ process.stdin.on('end', async () => {
 });
 `;
 
-function namespacedHub(dataDir: string, { ownNamespaces = true, options = {} as Partial<Parameters<typeof startEmbedded>[0]> } = {}) {
+/** `user`: run as that OS user, its home (and temporary directory) `home`. */
+function namespacedHub(dataDir: string, { ownNamespaces = true, options = {} as Partial<Parameters<typeof startEmbedded>[0]>, user = undefined as { uid: number; gid: number; home: string } | undefined } = {}) {
   const node = [process.execPath, '--import', 'tsx', '--input-type=module', '-e', NAMESPACED_HUB];
   // A pid namespace and an IPC namespace (System V shared memory) of its own, as a container has.
   const [command, ...args] = ownNamespaces ? ['unshare', '--pid', '--ipc', '--fork', '--mount-proc', '--kill-child', ...node] : node;
+  const home = user ? { HOME: user.home, TMPDIR: user.home } : { HOME: process.env.HOME };
   const child = spawn(command!, args, {
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: dataDir, EMBEDDED_OPTIONS: JSON.stringify(options), SVC_LOG_LEVEL: 'error' },
+    env: { PATH: process.env.PATH, ...home, DATA_DIR: dataDir, EMBEDDED_OPTIONS: JSON.stringify(options), SVC_LOG_LEVEL: 'error' },
     stdio: ['pipe', 'pipe', 'pipe'],
+    ...(user && { uid: user.uid, gid: user.gid }),
   });
   children.push(child);
   let out = '';

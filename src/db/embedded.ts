@@ -1123,7 +1123,7 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place, interrupt:
     if (state !== 'held') return state;
     const { path: hubPid, holder } = readHolderFile(dataDir);
     if (holder?.locked && holder.place && !samePlace(holder.place, me)) throw new DataDirInUse(dataDir, holder.pid, holder.place, { locked: true });
-    if (holder?.locked && liveHere(holder) && hasOpen(holder.pid, join(dataDir, KERNEL_LOCK_FILE))) throw new DataDirInUse(dataDir, holder.pid);
+    if (holder?.locked && liveHere(holder) && hasOpen(holder.pid, join(dataDir, KERNEL_LOCK_FILE), hubPid)) throw new DataDirInUse(dataDir, holder.pid);
     // Held, by no hub that can be named: an orphan of this place, visible here, is stopped; else
     // the holder is waited for a moment (a start writes hub.holder right after it took the lock; an
     // orphan's last processes exit after it).
@@ -1149,16 +1149,24 @@ async function takeKernelLock(dataDir: string, fd: number, me: Place, interrupt:
 /**
  * Whether `pid` has `path` open: a hub named by a holder file written under the lock keeps `hub.lock`
  * open while it holds the directory, so a live pid without it is some other process now (the pid
- * reused after the hub was killed). True where /proc does not tell (no /proc, another user's process).
+ * reused after the hub was killed). Another user's process, whose open files this user may not see
+ * (a start that is not root's): the hub that wrote `holderFile` owns it, so a process of another
+ * user is not that hub; one of the same user is taken for it. True where /proc does not tell (no /proc).
  */
-function hasOpen(pid: number, path: string): boolean {
+function hasOpen(pid: number, path: string, holderFile: string): boolean {
   let target: { dev: number; ino: number };
   let fds: string[];
   try {
     target = statSync(path);
     fds = readdirSync(`/proc/${pid}/fd`);
-  } catch {
-    return true;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'EACCES' && code !== 'EPERM') return true;
+    try {
+      return statSync(`/proc/${pid}`).uid === statSync(holderFile).uid;
+    } catch {
+      return true;
+    }
   }
   // By device and inode (stat follows the descriptor's link): the same file under any mount's path.
   return fds.some((fd) => {
