@@ -434,18 +434,8 @@ describe('embedded PostgreSQL', () => {
 
   it('the same, the killed hub\'s pid taken meanwhile by another process (a live pid without hub.lock open is not the holder): the orphan is stopped, the lock taken', async () => {
     const dataDir = join(tempDir(), 'data');
-    const hub = namespacedHub(dataDir, { ownNamespaces: false });
-    const { pid } = await hub.started;
-    const postmaster = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    orphans.push(postmaster);
-    process.kill(pid, 'SIGKILL');
-    await until('the hub to exit', () => !isLive(pid));
-    // hub.holder and hub.pid as the killed hub wrote them, its pid now another live process's.
-    const other = spawn('sleep', ['600'], { stdio: 'ignore' });
-    children.push(other);
-    for (const lockFile of [join(dataDir, 'hub.holder'), join(dataDir, 'hub.pid')]) {
-      writeFileSync(lockFile, readFileSync(lockFile, 'utf8').replace(/^\d+\n/, `${other.pid}\n`));
-    }
+    const { postmaster } = await orphaned(dataDir);
+    const other = pidTaken(dataDir);
     // Was: refused, naming that process as the hub that uses the directory.
     const again = await startEmbedded({ dataDir });
     try {
@@ -462,20 +452,11 @@ describe('embedded PostgreSQL', () => {
     const nobody = { uid: 65534, gid: 65534, home };
     chownSync(home, nobody.uid, nobody.gid);
     const dataDir = join(home, 'data');
-    const hub = namespacedHub(dataDir, { ownNamespaces: false, user: nobody });
-    const { pid } = await hub.started;
-    const postmaster = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    orphans.push(postmaster);
+    const { postmaster } = await orphaned(dataDir, undefined, nobody);
     expect(statSync(`/proc/${postmaster}`).uid).toBe(nobody.uid);
-    process.kill(pid, 'SIGKILL');
-    await until('the hub to exit', () => !isLive(pid));
-    // hub.holder and hub.pid as the killed hub wrote them (its user's), its pid now a live process of root's.
-    const other = spawn('sleep', ['600'], { stdio: 'ignore' });
-    children.push(other);
-    for (const lockFile of [join(dataDir, 'hub.holder'), join(dataDir, 'hub.pid')]) {
-      writeFileSync(lockFile, readFileSync(lockFile, 'utf8').replace(/^\d+\n/, `${other.pid}\n`));
-      expect(statSync(lockFile).uid).toBe(nobody.uid);
-    }
+    // A live process of root's.
+    const other = pidTaken(dataDir);
+    expect(statSync(join(dataDir, 'hub.holder')).uid).toBe(nobody.uid);
     // Was: refused, naming that process as the hub that uses the directory (its open files unreadable, taken for hub.lock).
     const again = namespacedHub(dataDir, { ownNamespaces: false, user: nobody });
     try {
@@ -787,11 +768,11 @@ async function stoppedCopying(dataDir: string, options: { installDir: string; ru
 }
 
 /**
- * A hub of this pid namespace on `dataDir` killed with kill -9 (after `before`, given its server's
+ * A hub of this pid namespace on `dataDir` (as `user`, if given) killed with kill -9 (after `before`, given its server's
  * URL), its server left running: an orphan holding hub.lock, stopped at the end should a test not.
  */
-async function orphaned(dataDir: string, before?: (url: string) => Promise<void>): Promise<{ clusterDir: string; postmaster: number; pid: number }> {
-  const hub = namespacedHub(dataDir, { ownNamespaces: false });
+async function orphaned(dataDir: string, before?: (url: string) => Promise<void>, user?: { uid: number; gid: number; home: string }): Promise<{ clusterDir: string; postmaster: number; pid: number }> {
+  const hub = namespacedHub(dataDir, { ownNamespaces: false, user });
   const { url, pid } = await hub.started;
   await before?.(url);
   const clusterDir = join(dataDir, 'pg');
@@ -800,6 +781,16 @@ async function orphaned(dataDir: string, before?: (url: string) => Promise<void>
   process.kill(pid, 'SIGKILL');
   await until('the hub to exit', () => !isLive(pid));
   return { clusterDir, postmaster, pid };
+}
+
+/** hub.holder and hub.pid as a killed hub wrote them (owner and all), its pid now a live process's (a sleep of this process's user): killed at the end. */
+function pidTaken(dataDir: string): ChildProcess {
+  const other = spawn('sleep', ['600'], { stdio: 'ignore' });
+  children.push(other);
+  for (const lockFile of [join(dataDir, 'hub.holder'), join(dataDir, 'hub.pid')]) {
+    writeFileSync(lockFile, readFileSync(lockFile, 'utf8').replace(/^\d+\n/, `${other.pid}\n`));
+  }
+  return other;
 }
 
 /** A start on `dataDir` serves, and stops. */
