@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, readlinkSync, rmSync, statSync, utimesSync, watch, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
@@ -248,6 +248,48 @@ describe('embedded PostgreSQL', () => {
     },
     120_000,
   );
+
+  (asRoot ? it : it.skip)(
+    "run as root from a 0700 directory: an earlier version's partial copy of the binaries (no place in its name) is removed once its pid is gone and it has not changed for an hour",
+    async () => {
+      const { home, install } = await homeWithInstall();
+      const runtimeDir = join(tempDir(), 'runtime');
+      const live = spawn('sleep', ['600'], { stdio: 'ignore' });
+      children.push(live);
+      const copy = (pid: number, hoursAgo: number) => {
+        const dir = join(runtimeDir, `postgres-${'0123456789abcdef'}.${pid}.tmp`);
+        mkdirSync(join(dir, 'bin'), { recursive: true });
+        const when = new Date(Date.now() - hoursAgo * 3600_000);
+        utimesSync(dir, when, when);
+        return dir;
+      };
+      const left = copy(gonePid(), 2); // what a copy that failed part-way, or a hub killed in it, left
+      const recent = copy(gonePid(), 0); // perhaps under way in another container sharing the directory
+      const running = copy(live.pid!, 2);
+      await servesAgain(join(home, '.svc'), { installDir: install, runtimeDir });
+      // Was: kept for ever (tens of MB each).
+      expect(existsSync(left)).toBe(false);
+      expect(existsSync(recent)).toBe(true);
+      expect(existsSync(running)).toBe(true);
+      live.kill('SIGKILL');
+    },
+    120_000,
+  );
+
+  it('the temporary files a start killed between their write and their rename left in the data directory (of pids gone) are removed at the next start', async () => {
+    const dataDir = join(tempDir(), 'data');
+    mkdirSync(dataDir);
+    const live = spawn('sleep', ['600'], { stdio: 'ignore' });
+    children.push(live);
+    const gone = gonePid();
+    const left = ['hub.holder', 'hub.pid', 'hub.holder.stale-0123456789ab', 'postgres.json', 'cluster-dir'].map((name) => `${name}.${gone}.0badf00d.tmp`);
+    const kept = [`hub.holder.${live.pid}.0badf00d.tmp`, `notes.${gone}.0badf00d.tmp`, `hub.holder.${gone}.tmp`];
+    for (const name of [...left, ...kept]) writeFileSync(join(dataDir, name), '');
+    await servesAgain(dataDir);
+    // Was: kept for ever.
+    expect(readdirSync(dataDir).filter((name) => name.endsWith('.tmp')).sort()).toEqual([...kept].sort());
+    live.kill('SIGKILL');
+  }, 120_000);
 
   (asRoot ? it : it.skip)(
     'run as root from a 0700 directory: two hubs copying the binaries at once both start, the second to finish its copy on the first one\'s',

@@ -228,6 +228,7 @@ async function startIn(dataDir: string, options: EmbeddedOptions): Promise<Embed
   const lock = await lockDataDir(dataDir, options.interrupt, options.stopWaitMs);
   const startedHere = lock.certain || lock.replaced !== undefined;
   try {
+    if (lock.certain) removeDeadTemporaries(dataDir);
     options.interrupt?.throwIfAborted();
     return await startCluster(dataDir, options, startedHere);
   } catch (err) {
@@ -502,13 +503,32 @@ function placeTag(): string {
   return createHash('sha256').update(`${me.host}\n${me.boot ?? ''}\n${me.pidns ?? ''}`).digest('hex').slice(0, 8);
 }
 
-/** What a copy of the binaries by a hub of this place killed part-way (`kill -9`, the machine's power) left in the runtime directory: removed. */
+/**
+ * What a copy of the binaries by a hub of this place killed part-way (`kill -9`, the machine's power)
+ * left in the runtime directory: removed. So is a copy of an earlier version, named without the
+ * place (`postgres-<hash>.<pid>.tmp`, left at each copy that failed part-way, a full disk, and by a
+ * hub killed while copying), whose pid is no live process here, once it has not changed for
+ * OLD_COPY_STALE_MS: its pid may be of another container sharing the directory, but a copy, which
+ * takes seconds, is no longer under way there either.
+ */
 function removePartialCopies(runtimeDir: string, place: string): void {
   for (const name of readdirSync(runtimeDir)) {
-    const pid = new RegExp(`^postgres-[0-9a-f]{16}\\.${place}\\.(\\d+)\\.tmp$`).exec(name)?.[1];
-    if (pid !== undefined && Number(pid) !== process.pid && !isAlive(Number(pid))) rmSync(join(runtimeDir, name), { recursive: true, force: true });
+    const ours = new RegExp(`^postgres-[0-9a-f]{16}\\.${place}\\.(\\d+)\\.tmp$`).exec(name)?.[1];
+    const old = /^postgres-[0-9a-f]{16}\.(\d+)\.tmp$/.exec(name)?.[1];
+    const pid = Number(ours ?? old);
+    if (!(pid > 0) || pid === process.pid || isAlive(pid)) continue;
+    const path = join(runtimeDir, name);
+    try {
+      if (old !== undefined && Date.now() - statSync(path).mtimeMs < OLD_COPY_STALE_MS) continue;
+    } catch {
+      continue; // removed meanwhile
+    }
+    rmSync(path, { recursive: true, force: true });
   }
 }
+
+/** How long an earlier version's partial copy of the binaries (no place in its name) is left alone after its last change. */
+const OLD_COPY_STALE_MS = 60 * 60_000;
 
 /**
  * The cluster directory: `<dataDir>/pg`, unless `<dataDir>/cluster-dir` names another, or the hub
@@ -1319,6 +1339,21 @@ function filledBeside(path: string, content: string, mode = 0o644): string {
     throw withPath(err, path);
   }
   return file;
+}
+
+/**
+ * The files filledBeside made in the data directory (`<file>.<pid>.<random>.tmp`, for hub.holder,
+ * hub.pid, their gates, postgres.json and cluster-dir) whose process is no live one here: left by a
+ * start killed between their write and their rename or link. Called under the kernel lock, which a
+ * start of any place takes before it writes any of them (where flock works), so a pid that is not
+ * alive here is not a start writing one now.
+ */
+function removeDeadTemporaries(dataDir: string): void {
+  const beside = /^(?:(?:hub\.holder|hub\.pid)(?:\.stale-[0-9a-f]{12})?|postgres\.json|cluster-dir)\.(\d+)\.[0-9a-f]{8}\.tmp$/;
+  for (const name of readdirSync(dataDir)) {
+    const pid = Number(beside.exec(name)?.[1]);
+    if (pid > 0 && pid !== process.pid && !isAlive(pid)) rmSync(join(dataDir, name), { force: true });
+  }
 }
 
 /** `path` made to hold `content`, whole at once (a file filled beside it, renamed into place); nothing left beside it when the rename fails. */
