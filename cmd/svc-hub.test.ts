@@ -9,7 +9,7 @@ import { DataDirInUse, freePort, isLive, startEmbedded } from '../src/db/embedde
 import { readMigrations } from '../src/db/migrations.js';
 import { ddlLockName, tenantSchema } from '../src/connectors/target/ddl.js';
 import { startDemoSource } from '../src/demo-source/server.js';
-import { packageRoot } from '../src/package-root.js';
+import { packageRoot, packageVersion } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { freeze } from '../test/harness/freeze.js';
 import { captureLogs } from '../test/harness/log-capture.js';
@@ -215,6 +215,20 @@ describe('svc-hub executable', () => {
       ['error', "the stop did not end within 50 ms; still pending: the final audit flush; the database's close. Exiting without waiting for them"],
       ['info', 'stopped'],
     ]);
+  });
+
+  // Mounting needs root (CI runs as root).
+  (process.getuid?.() === 0 ? it : it.skip)('runs from the sources with a TMPDIR it cannot write (tsx then keeps no compile cache)', async () => {
+    const readOnly = tempDir();
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'ro,size=64k', 'tmpfs', readOnly]);
+    try {
+      const version = start(['--version'], { TMPDIR: readOnly });
+      // Was: 1, "EROFS: read-only file system, mkdir '…/tsx-0'" thrown by tsx and its stack.
+      expect(await exitCodeShowingOutput(version)).toBe(0);
+      expect(version.output()).toBe(`${packageVersion()}\n`);
+    } finally {
+      execFileSync('umount', [readOnly]);
+    }
   });
 
   it('prints usage and exits 2 with no role', async () => {
