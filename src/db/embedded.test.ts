@@ -221,6 +221,25 @@ describe('embedded PostgreSQL', () => {
   }, 120_000);
 
   (asRoot ? it : it.skip)(
+    'run as root from a 0700 directory whose installation only its owner may read (a checkout under a umask of 077): the copy of the binaries is opened to the postgres user, and so is one an earlier version made',
+    async () => {
+      const { home, install } = await homeWithInstall();
+      execFileSync('chmod', ['-R', 'go-rwx', install]);
+      const runtimeDir = join(tempDir(), 'runtime');
+      const dataDir = join(home, '.svc');
+      // Was: 'could not initialise embedded PostgreSQL in …: spawn …/bin/initdb EACCES', at every start.
+      await servesAgain(dataDir, { installDir: install, runtimeDir });
+      const [copy, ...more] = readdirSync(runtimeDir).filter((name) => name.startsWith('postgres-'));
+      expect(more).toEqual([]);
+      expect(statSync(join(runtimeDir, copy!, 'bin', 'postgres')).mode & 0o777).toBe(0o755);
+      expect(statSync(join(runtimeDir, copy!, 'share')).mode & 0o777).toBe(0o755);
+      execFileSync('chmod', ['-R', 'go-rwx', join(runtimeDir, copy!)]);
+      await servesAgain(dataDir, { installDir: install, runtimeDir });
+    },
+    120_000,
+  );
+
+  (asRoot ? it : it.skip)(
     'run as root from a 0700 directory, the runtime directory on a read-only file system: the start fails naming that directory and what to do, and leaves the data directory free',
     async () => {
       const { home, install } = await homeWithInstall();

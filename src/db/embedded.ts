@@ -473,7 +473,11 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
   const target = join(runtimeDir, `postgres-${hash.digest('hex').slice(0, 16)}`);
   const place = placeTag();
   if (existsSync(runtimeDir)) removePartialCopies(runtimeDir, place);
-  if (existsSync(join(target, 'bin', 'postgres'))) return target;
+  if (existsSync(join(target, 'bin', 'postgres'))) {
+    // A copy an earlier version made of an installation only its owner may read, modes and all.
+    if (!userCan(runAs, 'x', join(target, 'bin', 'postgres'))) openUp(target);
+    return target;
+  }
   logger().info({ from: install, to: target }, 'the postgres OS user cannot reach the PostgreSQL binaries: copying them');
   makeDirectory(runtimeDir, 0o755);
   chmodSync(runtimeDir, 0o755);
@@ -481,6 +485,7 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
   rmSync(partial, { recursive: true, force: true });
   try {
     cpSync(install, partial, { recursive: true, verbatimSymlinks: true });
+    openUp(partial);
     renameSync(partial, target);
   } catch (err) {
     // Tens of megabytes: not left behind (a full disk, the copy refused part-way).
@@ -491,6 +496,24 @@ function reachableInstall(install: string, runAs: OsUser | undefined, runtimeDir
     throw fileSystemRefusal(err, (path) => refusedWhere(path, runtimeDir), { what, path: target }) ?? new Error(`${what}: ${(err as Error).message}`);
   }
   return target;
+}
+
+/**
+ * Every directory and file of the copy of the binaries made readable by all, and what its owner may
+ * execute executable by all (`chmod -R a+rX`): the copy keeps the modes of the installation, which,
+ * in a checkout made under a umask of 077, only root may read (every start then failed `spawn
+ * …/bin/initdb EACCES`). Nothing in it is secret; symbolic links are left as they are.
+ */
+function openUp(dir: string): void {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) openUp(path);
+    else if (entry.isFile()) {
+      const { mode } = statSync(path);
+      chmodSync(path, (mode & 0o7777) | 0o444 | (mode & 0o100 ? 0o111 : 0));
+    }
+  }
+  chmodSync(dir, (statSync(dir).mode & 0o7777) | 0o555);
 }
 
 /**
