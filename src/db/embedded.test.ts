@@ -239,6 +239,19 @@ describe('embedded PostgreSQL', () => {
     120_000,
   );
 
+  it('a server that cannot be started at all (its binary not executable) fails the start at once, saying why', async () => {
+    const install = join(tempDir(), 'pg-install');
+    cpSync(await packagedInstall(), install, { recursive: true, verbatimSymlinks: true });
+    const dataDir = join(tempDir(), 'data');
+    await servesAgain(dataDir, { installDir: install });
+    // Run as root, the copy the postgres user cannot execute goes to a runtime directory, its modes kept.
+    chmodSync(join(install, 'bin', 'postgres'), 0o644);
+    const runtimeDir = join(tempDir(), 'runtime');
+    // Was: a wait of 120 s for a server that never was, then 'not ready within 120 s'.
+    await expect(startEmbedded({ dataDir, installDir: install, runtimeDir })).rejects.toThrow(/^embedded PostgreSQL did not start \(data .+, port \d+\): postgres could not be started\n(.*\n)*spawn .+\/bin\/postgres EACCES$/);
+    expect(lockFree(dataDir)).toBe(true);
+  }, 60_000);
+
   (asRoot ? it : it.skip)(
     'run as root from a 0700 directory, the runtime directory on a read-only file system: the start fails naming that directory and what to do, and leaves the data directory free',
     async () => {

@@ -289,8 +289,15 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
     });
     child.stdout!.on('data', (d: Buffer) => keep(d.toString()));
     child.stderr!.on('data', (d: Buffer) => keep(d.toString()));
-    const exited = new Promise<void>((done) => child.once('exit', () => done()));
-    child.on('error', (err) => keep(err.message));
+    // A server that could not be started at all (`spawn … EACCES`: binaries the user may not
+    // execute, a noexec mount) emits 'error' and never 'exit': over as well, its error in the output.
+    const exited = new Promise<void>((done) => {
+      child.once('exit', () => done());
+      child.on('error', (err) => {
+        keep(err.message);
+        if (child.pid === undefined) done();
+      });
+    });
     try {
       await waitForReady(clusterDir, child, exited, interrupt);
     } catch (err) {
@@ -705,7 +712,7 @@ async function waitForReady(clusterDir: string, child: ChildProcess, exited: Pro
   const deadline = Date.now() + 120_000;
   for (;;) {
     interrupt?.throwIfAborted();
-    if (gone) throw new Error(`postgres exited (${child.exitCode ?? child.signalCode})`);
+    if (gone) throw new Error(child.pid === undefined ? 'postgres could not be started' : `postgres exited (${child.exitCode ?? child.signalCode})`);
     const pidFile = readPidFile(clusterDir);
     if (pidFile && pidFile.pid === child.pid && pidFile.status === 'ready') return;
     if (Date.now() > deadline) throw new Error('not ready within 120 s');
