@@ -169,13 +169,17 @@ describe('upsertChunk: a large chunk is made and sent a piece at a time', () => 
       return performance.now() - started;
     };
     // A try over the bound (a collection of the whole test process, the machine's other work) is taken again, at most five in all.
+    // Made and encoded in one go (the code before the pieces) the hold is 1.2 times the reference; in pieces 0.27 alone, but
+    // 0.50 at best of five in a CI run beside other test files (a collection of the worker's whole heap lands in the hold):
+    // the bound sits between the two.
+    const BOUND = 0.8;
     let best = Number.POSITIVE_INFINITY;
-    for (let tries = 0; tries < 5 && best >= 0.5; tries++) {
+    for (let tries = 0; tries < 5 && best >= BOUND; tries++) {
       const { value, heldMs } = await loopHeld(() => m.db.withTenant(1, (tx) => upsertChunk(tx, target, chunk, ids)), { everyMs: 1, afterMs: 5 });
       expect(value).toBe(1000);
       best = Math.min(best, heldMs / atOnce());
     }
-    expect(best).toBeLessThan(0.5);
+    expect(best).toBeLessThan(BOUND);
     const { rows: found } = await m.owner.query(`select count(*)::int as n, bool_and(data = $1::jsonb) as same from ext_t1.writer_rows where external_id like 'wide%'`, [json]);
     expect(found).toEqual([{ n: 1000, same: true }]);
   });
