@@ -96,7 +96,7 @@ describe('a waiting run whose export was deleted elsewhere and its name applied 
     // Another replica serves DELETE /api/exports/second: the export row goes, the stop request is
     // left in the run's row for the process that runs it.
     const deleted = await hub.services.db.withTenant(A, (tx) => deleteExport(tx, 'second'));
-    expect(deleted).toEqual({ deleted: true, stopped: [waiting] });
+    expect(deleted).toEqual({ deleted: true, stopped: [waiting], ended: [] });
     // This process's heartbeat must not read it first: the run's row is held locked until the run
     // has shown what it does with its slot.
     await lockHolder.query('begin');
