@@ -28,7 +28,7 @@ import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { registerSecret } from '../observability/logger.js';
 import { StartRefused } from '../errors.js';
-import { fileSystemRefusal, makeDirectory, withPath } from '../runtime/file-system.js';
+import { fileSystemRefusal, filledBeside, makeDirectory, withPath } from '../runtime/file-system.js';
 import { ownClient, settlesWithin } from './pool.js';
 
 /**
@@ -1353,22 +1353,6 @@ function createExclusive(path: string, content: string): boolean {
   } finally {
     rmSync(filled, { force: true });
   }
-}
-
-/**
- * A new file beside `path` holding `content`, for a link or a rename into place; removed again when
- * its write fails (a full disk makes the file, then refuses its bytes).
- */
-function filledBeside(path: string, content: string, mode = 0o644): string {
-  const file = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  try {
-    writeFileSync(file, content, { flag: 'wx', mode });
-  } catch (err) {
-    // EEXIST: not this call's file.
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') rmSync(file, { force: true });
-    throw withPath(err, path);
-  }
-  return file;
 }
 
 /**

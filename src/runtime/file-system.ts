@@ -1,4 +1,5 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { StartRefused } from '../errors.js';
 
@@ -70,4 +71,21 @@ export function makeDirectory(path: string, mode?: number): void {
     if (!existsSync(dirname(path))) makeDirectory(dirname(path), mode);
     if (!existsSync(path)) mkdirSync(path, { mode });
   }
+}
+
+/**
+ * A new file beside `path` holding `content` (`<path>.<pid>.<random>.tmp`, created here or not at
+ * all), for a link or a rename into place; removed again when its write fails (a full disk makes the
+ * file, then refuses its bytes), the error then naming `path` (withPath).
+ */
+export function filledBeside(path: string, content: string, mode = 0o644): string {
+  const file = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  try {
+    writeFileSync(file, content, { flag: 'wx', mode });
+  } catch (err) {
+    // EEXIST: not this call's file.
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') rmSync(file, { force: true });
+    throw withPath(err, path);
+  }
+  return file;
 }

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, linkSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { type Config, ConfigError } from '../../config/config.js';
 import { envName } from '../../config/properties.js';
 import { logger, registerSecret } from '../../observability/logger.js';
-import { fileSystemRefusal, makeDirectory, withPath } from '../../runtime/file-system.js';
+import { fileSystemRefusal, filledBeside, makeDirectory } from '../../runtime/file-system.js';
 import { KEY_BYTES, type MasterKeys, parseMasterKey } from './crypto.js';
 
 const PROPERTY = 'svc.secret.master-key';
@@ -80,15 +80,11 @@ export function devKey(dataDir: string): Buffer {
     return existing;
   }
   const text = `${randomBytes(KEY_BYTES).toString('base64')}\n`;
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  let tmp: string | undefined;
   try {
     makeDirectory(dataDir, 0o700);
-    // In the try: a full disk makes the file and refuses its bytes, and it is removed below.
-    try {
-      writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
-    } catch (err) {
-      throw withPath(err, path);
-    }
+    // A full disk makes the file and refuses its bytes: filledBeside removes it.
+    tmp = filledBeside(path, text, 0o600);
     chmodSync(tmp, 0o600); // whatever the umask did
     linkSync(tmp, path); // fails when another process got there first: theirs wins
     logger().warn(
@@ -99,7 +95,7 @@ export function devKey(dataDir: string): Buffer {
     // A full disk, a read-only data directory: one line naming the file and what to do.
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw fileSystemRefusal(err, () => `point SVC_DATA_DIR at a directory elsewhere, or set ${envName(PROPERTY)}`) ?? err;
   } finally {
-    rmSync(tmp, { force: true });
+    if (tmp) rmSync(tmp, { force: true });
   }
   const key = readKeyFile(path);
   if (!key) throw new Error(`${path} vanished while it was being created`);
