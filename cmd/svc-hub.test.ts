@@ -327,6 +327,26 @@ describe('svc-hub executable', () => {
     }
   }, 60_000);
 
+  (process.getuid?.() === 0 ? it : it.skip)('a disk that fills up during initdb: one line naming the cluster and what to do, exit 1, no stack', async () => {
+    const dataDir = tempDir();
+    // Room for the data directory's own files, not for a cluster (initdb writes some 40 MB).
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=3m,mode=0711', 'tmpfs', dataDir]);
+    try {
+      writeFileSync(join(dataDir, 'master.key'), `${Buffer.alloc(32, 7).toString('base64')}\n`, { mode: 0o600 });
+      const full = start(['all'], { SVC_DATA_DIR: dataDir, PORT: '0' });
+      expect(await full.exited).toBe(1);
+      // Was: 'could not initialise embedded PostgreSQL in …: initdb exited with 1', initdb's whole output and a stack.
+      expect(full.output()).toContain(
+        `svc-hub all failed: cannot initialise embedded PostgreSQL in ${join(dataDir, 'pg')}: no space left on the device (ENOSPC). Free space on its file system, or point SVC_DATA_DIR at a directory elsewhere (or give the hub a PostgreSQL of its own, DATABASE_URL)\n`,
+      );
+      expect(full.output()).not.toContain('    at ');
+      // The half-made cluster is not left behind.
+      expect(readdirSync(dataDir).filter((name) => name.startsWith('pg'))).toEqual([]);
+    } finally {
+      execFileSync('umount', [dataDir]);
+    }
+  }, 60_000);
+
   it('an unexpected start failure keeps its stack', () => {
     expect(expectedFailure(new TypeError("Cannot read properties of undefined (reading 'x')"))).toBeUndefined();
     expect(expectedFailure(Object.assign(new Error('password authentication failed for user "svc"'), { code: '28P01' }))).toBe(

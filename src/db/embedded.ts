@@ -218,6 +218,25 @@ function refusedWhere(path: string, runtimeDir: string): string {
   return `start the hub without that directory: running as root, the hub keeps in ${runtimeDir} what the postgres OS user, which its PostgreSQL runs as, cannot reach in place (a copy of the PostgreSQL binaries, the cluster of a data directory it cannot enter). Start it as a user other than root, or from a checkout and a data directory (SVC_DATA_DIR) the postgres user can reach (not under a home directory of mode 0700 such as /root), or with a PostgreSQL of its own (DATABASE_URL)`;
 }
 
+/** What PostgreSQL's programs (initdb, the server) print for the file-system refusals fileSystemRefusal reports. */
+const DISK_MESSAGES: ReadonlyArray<[RegExp, string]> = [
+  [/No space left on device/, 'ENOSPC'],
+  [/Disk quota exceeded/, 'EDQUOT'],
+  [/Read-only file system/, 'EROFS'],
+];
+
+/**
+ * The failure of initdb or of the server's start as the one line of a full disk, a used-up quota or
+ * a read-only file system when their output says so (`could not write to file "pg_wal/…": No space
+ * left on device`), instead of the program's whole output and a stack; undefined otherwise.
+ */
+function diskRefusal(output: readonly string[], what: string, clusterDir: string, runtimeDir: string): Error | undefined {
+  const code = DISK_MESSAGES.find(([pattern]) => output.some((line) => pattern.test(line)))?.[1];
+  if (code === undefined) return undefined;
+  const err = Object.assign(new Error(output.find((line) => DISK_MESSAGES.some(([pattern]) => pattern.test(line)))), { code, syscall: 'write', path: clusterDir });
+  return fileSystemRefusal(err, (path) => refusedWhere(path, runtimeDir), { what, path: clusterDir });
+}
+
 async function startIn(dataDir: string, options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   makeDirectory(dataDir);
   // Run as root, PostgreSQL runs as the postgres user, which must be able to pass through (not list).
@@ -271,7 +290,10 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
     } catch (err) {
       rmSync(clusterDir, { recursive: true, force: true });
       if (interrupt?.aborted) throw interrupt.reason;
-      throw new Error(`could not initialise embedded PostgreSQL in ${clusterDir}: ${(err as Error).message}\n${output.join('\n')}`);
+      throw (
+        diskRefusal(output, `cannot initialise embedded PostgreSQL in ${clusterDir}`, clusterDir, runtimeDir) ??
+        new Error(`could not initialise embedded PostgreSQL in ${clusterDir}: ${(err as Error).message}\n${output.join('\n')}`)
+      );
     }
   }
 
@@ -306,7 +328,10 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
       child.kill('SIGQUIT');
       if (!(await settlesWithin(exited, 10_000))) child.kill('SIGKILL');
       if (interrupt?.aborted) throw interrupt.reason;
-      throw new Error(`embedded PostgreSQL did not start (data ${clusterDir}, port ${port}): ${(err as Error).message}\n${output.slice(-10).join('\n')}`);
+      throw (
+        diskRefusal(output, `embedded PostgreSQL cannot start in ${clusterDir}`, clusterDir, runtimeDir) ??
+        new Error(`embedded PostgreSQL did not start (data ${clusterDir}, port ${port}): ${(err as Error).message}\n${output.slice(-10).join('\n')}`)
+      );
     }
     return { child, exited };
   };
