@@ -100,6 +100,32 @@ describe('when a rule receives events', () => {
     }
   });
 
+  it('an event written in the millisecond its rule became active goes by the microseconds: before the rule, no message; after it, one', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'same ms order', eventTypes: ['org.updated'], recipient: 'order@acme.example', subject: 'order {{payload.orgId}}' }));
+    try {
+      const before = await emit('org.updated', { orgId: 51, tenantId: 1 });
+      const after = await emit('org.updated', { orgId: 52, tenantId: 1 });
+      // One millisecond of the database's clock: the rule active 500 µs into it, one event written
+      // 300 µs into it (before the rule), the other 700 µs into it (after). Cut to milliseconds (a
+      // JavaScript Date), all three are the same time.
+      const { rows } = await t.owner.query<{ ms: string }>(`select date_trunc('milliseconds', clock_timestamp())::text as ms`);
+      const ms = rows[0]!.ms;
+      await t.owner.query(`update email.rules set active_since = $1::timestamptz + interval '500 microseconds' where id = $2`, [ms, rule.id]);
+      await t.owner.query(`update events.outbox set created_at = $1::timestamptz + interval '300 microseconds' where id = $2`, [ms, before.id]);
+      await t.owner.query(`update events.outbox set created_at = $1::timestamptz + interval '700 microseconds' where id = $2`, [ms, after.id]);
+      const [early, late] = [await eventOf(before.id), await eventOf(after.id)];
+      expect(early.createdAt.getTime()).toBe(late.createdAt.getTime());
+      const consumer = new EmailConsumer(t.db, () => mailer, 0);
+      // Was: sent (the rule's time and the event's compared in milliseconds, equal).
+      expect(await consumer.handle(early)).toEqual([]);
+      expect(await consumer.handle(late)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      await smtp.waitFor(1);
+      expect(subjects()).toEqual(['order 52']);
+    } finally {
+      await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+
   /** Makes (or enables) the rule in a transaction that stays open, its write done, until `release`. */
   const writes: Record<string, (tx: Tx, name: string) => Promise<number>> = {
     create: async (tx, name) => (await createRule(tx, { name, eventTypes: ['org.moved'], recipient: 'slow@acme.example', subject: `${name} {{payload.orgId}}` })).id,

@@ -289,8 +289,7 @@ export class EmailConsumer {
 
   async handle(event: OutboxEvent): Promise<EmailOutcome[]> {
     const rules = (await this.rulesFor(event)).filter((rule) => rulesMatch(rule, event.type));
-    // Not retroactive: a rule created (or enabled again) after the event was written does not receive it.
-    const due = rules.filter((rule) => rule.activeSince.getTime() <= event.createdAt.getTime());
+    const due = await this.notRetroactive(event, rules);
     if (!due.length) return [];
     const mailer = this.mailer();
     // The first send since a check found the server answering again: a message whose send meets it
@@ -338,6 +337,28 @@ export class EmailConsumer {
       throw new Postpone(performance.now() + Math.min(busyMs, CLAIM_RECHECK_MS), `e-mail event ${event.id} claimed by another process`);
     }
     return outcomes;
+  }
+
+  /**
+   * Not retroactive: the rules that became active (created, or enabled again) no later than the
+   * event was written. Both times are the database's in microseconds; as Dates they are cut to
+   * milliseconds, so a rule of the event's own millisecond is compared in the database (an event
+   * written in it before the rule is not the rule's). That costs a statement only then.
+   */
+  private async notRetroactive(event: OutboxEvent, rules: ActiveRule[]): Promise<ActiveRule[]> {
+    const at = event.createdAt.getTime();
+    const tied = rules.filter((rule) => rule.activeSince.getTime() === at).map((rule) => rule.id);
+    let sameMs = new Set<number>();
+    if (tied.length > 0) {
+      const { rows } = await this.db.withTenant(event.tenantId, (tx) =>
+        tx.query<{ id: string }>(
+          'select r.id from email.rules r join events.outbox o on o.id = $1 where r.id = any($2::bigint[]) and r.active_since <= o.created_at',
+          [event.id, arrayLiteral(tied)],
+        ),
+      );
+      sameMs = new Set(rows.map((row) => Number(row.id)));
+    }
+    return rules.filter((rule) => rule.activeSince.getTime() < at || sameMs.has(rule.id));
   }
 
   /** This consumer's claims on messages (email.sends.token). */
