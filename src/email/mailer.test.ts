@@ -86,6 +86,10 @@ describe('the SMTP mailer', () => {
       const [got] = await refusing.waitFor(1);
       expect(got!.rcptTo).toEqual(['ops@example.com']);
       mailer.close();
+      // A check whose RCPT TO (the sender's own address) is refused: the server answers all the same.
+      const refusedSender = createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': refusing.port, 'svc.mail.from': 'dev@example.org' }));
+      await expect(refusedSender.check()).resolves.toBeUndefined();
+      refusedSender.close();
     } finally {
       await refusing.close();
     }
@@ -184,11 +188,11 @@ describe('the SMTP mailer', () => {
     const failure = (mailer: Mailer) => mailer.check().then(() => 'answered', (err: unknown) => ({ unavailable: serverUnavailable(err), ...sendFailure(err) }));
     const before = plain.messages.length;
     const { mail, rcpt } = plain.commands;
-    // As far as MAIL FROM (after AUTH, as a send logs in), then RSET: no recipient, no message.
+    // As far as MAIL FROM and RCPT TO the sender's own address (after AUTH, as a send logs in), then RSET: no message.
     const credentials = { 'svc.mail.username': 'hub', 'svc.mail.password': PASSWORD };
     expect(await failure(at(plain.port, credentials))).toBe('answered');
     expect(plain.messages.length).toBe(before);
-    expect(plain.commands).toEqual({ mail: mail + 1, rcpt });
+    expect(plain.commands).toEqual({ mail: mail + 1, rcpt: rcpt + 1 });
     // A server that refuses MAIL FROM (here: AUTH required and none configured) answers all the same.
     expect(await failure(at(plain.port))).toMatchObject({ unavailable: false, responseCode: 530, command: 'MAIL FROM' });
     // One that greets and answers EHLO but not MAIL FROM, or answers it 451, is not taking mail.
@@ -198,6 +202,13 @@ describe('the SMTP mailer', () => {
       plain.stallAt(undefined);
       plain.deferMail(true);
       expect(await failure(at(plain.port, credentials))).toMatchObject({ unavailable: true, code: 'ENOTREADY', responseCode: 451, command: 'MAIL FROM' });
+      plain.deferMail(false);
+      // One that takes MAIL FROM but says nothing at RCPT TO (was: passed, the check not going that far).
+      plain.stallAt('RCPT');
+      expect(await failure(at(plain.port, credentials))).toMatchObject({ unavailable: true, code: 'ETIMEDOUT' });
+      // Stalled for another address only: the check's is answered.
+      plain.stallAt('RCPT', 'ops@example.com');
+      expect(await failure(at(plain.port, credentials))).toBe('answered');
     } finally {
       plain.stallAt(undefined);
       plain.deferMail(false);

@@ -41,8 +41,9 @@ export interface Mailer {
   send(mail: OutgoingMail): Promise<SendResult>;
   /**
    * Whether the server answers and takes mail, without sending anything: connect, greeting, EHLO
-   * (and STARTTLS and AUTH as a send would), `MAIL FROM:<svc.mail.from>`, `RSET`, then QUIT. Throws
-   * as a send would when it does not (see `serverUnavailable`; a `4xx` to MAIL FROM counts too).
+   * (and STARTTLS and AUTH as a send would), `MAIL FROM:<svc.mail.from>`, `RCPT TO:<svc.mail.from>`,
+   * `RSET`, then QUIT. Throws as a send would when it does not (see `serverUnavailable`; a `4xx` to
+   * MAIL FROM counts too; any answer to RCPT TO but `421` is one).
    */
   check(): Promise<void>;
   /** Where messages go, for log lines (`host:port`). */
@@ -191,9 +192,13 @@ export class SmtpMailer implements Mailer {
       connection.on('end', () => done(Object.assign(new Error('the server closed the connection during the check'), { code: 'ECONNECTION' })));
       connection.connect((err) => {
         if (err) return done(err);
-        // As far as a send goes before it names a recipient: AUTH as a send logs in, then MAIL FROM
-        // (a server that greets and answers EHLO but hangs when asked to take mail fails here), then RSET.
-        const takesMail = () => this.mailFrom(connection, (mailErr) => (mailErr ? done(mailErr) : connection.reset((resetErr) => done(resetErr))));
+        // As far as a send goes before its message: AUTH as a send logs in, then MAIL FROM (a server
+        // that greets and answers EHLO but hangs when asked to take mail fails here), RCPT TO the
+        // sender's own address (one that hangs at a recipient fails here), then RSET: no message.
+        const takesMail = () =>
+          this.envelope(connection, 'MAIL FROM', (mailErr) =>
+            mailErr ? done(mailErr) : this.envelope(connection, 'RCPT TO', (rcptErr) => (rcptErr ? done(rcptErr) : connection.reset((resetErr) => done(resetErr)))),
+          );
         if (this.auth && connection.allowsAuth) connection.login(this.auth, (authErr) => (authErr ? done(authErr) : takesMail()));
         else takesMail();
       });
@@ -201,21 +206,23 @@ export class SmtpMailer implements Mailer {
   }
 
   /**
-   * `MAIL FROM:<svc.mail.from>` on an open session, no recipient following: what a send starts a
-   * message with. nodemailer has no public call for the command alone (its `send` goes on to RCPT
-   * TO and DATA), so its command queue is used as its own envelope code uses it. A `4xx` answer is
-   * a server not taking mail for now (`ENOTREADY`, counted as not answering: `serverUnavailable`);
-   * any other failure is an answer.
+   * `MAIL FROM:<svc.mail.from>` or `RCPT TO:<svc.mail.from>` on an open session, nothing following
+   * but RSET: what a send starts a message with. nodemailer has no public call for one command alone
+   * (its `send` goes on to DATA), so its command queue is used as its own envelope code uses it. To
+   * MAIL FROM, a `4xx` answer is a server not taking mail for now (`ENOTREADY`, counted as not
+   * answering: `serverUnavailable`) and any other failure an answer. To RCPT TO, every answer but
+   * `421` is one (the address refused or deferred says nothing of the server: no message is sent
+   * to it either way); only silence (the timeout) or a `421` is not answering.
    */
-  private mailFrom(connection: SMTPConnection, callback: (err?: Error) => void): void {
+  private envelope(connection: SMTPConnection, command: 'MAIL FROM' | 'RCPT TO', callback: (err?: Error) => void): void {
     const queue = connection as unknown as { _responseActions: Array<(reply: string) => void>; _sendCommand(command: string): void };
     queue._responseActions.push((reply: string) => {
-      if (reply.startsWith('2')) return callback();
       const responseCode = Number(reply.slice(0, 3));
-      const code = reply.startsWith('4') ? 'ENOTREADY' : 'EENVELOPE';
-      callback(Object.assign(new Error(`the server answered MAIL FROM with ${reply}`), { code, responseCode, command: 'MAIL FROM' }));
+      if (reply.startsWith('2') || (command === 'RCPT TO' && responseCode !== 421)) return callback();
+      const code = responseCode === 421 ? 'ECONNECTION' : reply.startsWith('4') ? 'ENOTREADY' : 'EENVELOPE';
+      callback(Object.assign(new Error(`the server answered ${command} with ${reply}`), { code, responseCode, command }));
     });
-    queue._sendCommand(`MAIL FROM:<${this.envelopeFrom}>`);
+    queue._sendCommand(`${command}:<${this.envelopeFrom}>`);
   }
 
   async send(mail: OutgoingMail): Promise<SendResult> {

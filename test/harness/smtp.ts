@@ -36,10 +36,12 @@ export interface TestSmtpServer {
   setPassword(password: string): void;
   /**
    * From now on the server says nothing more to a session once it reaches `stage` (`MAIL`: the
-   * `MAIL FROM` command; `DATA`: the end of a message's data, which is not kept), as a server whose
-   * queue or disk hangs does; undefined: it answers again (sessions stalled before stay so).
+   * `MAIL FROM` command; `RCPT`: a `RCPT TO` command; `DATA`: the end of a message's data, which is
+   * not kept), as a server whose queue or disk hangs does; undefined: it answers again (sessions
+   * stalled before stay so). With `onlyFor`, at `RCPT` and `DATA` only for that recipient (a
+   * message to it): the others are answered.
    */
-  stallAt(stage: 'MAIL' | 'DATA' | undefined): void;
+  stallAt(stage: 'MAIL' | 'RCPT' | 'DATA' | undefined, onlyFor?: string): void;
   /** From now on `MAIL FROM` is answered `451 4.3.0 try again later` (true) or taken again (false). */
   deferMail(on: boolean): void;
   /** `MAIL FROM` commands and `RCPT TO` commands received so far (answered or not). */
@@ -67,7 +69,8 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
   const messages: ReceivedMail[] = [];
   let password = options.password ?? '';
   let authFailures = 0;
-  let stalled: 'MAIL' | 'DATA' | undefined;
+  let stalled: 'MAIL' | 'RCPT' | 'DATA' | undefined;
+  let stalledFor: string | undefined;
   let deferred = false;
   const commands = { mail: 0, rcpt: 0 };
   const waiters: Array<() => void> = [];
@@ -86,6 +89,7 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
     },
     onRcptTo(address, _session, callback) {
       commands.rcpt++;
+      if (stalled === 'RCPT' && (stalledFor === undefined || address.address === stalledFor)) return;
       if (options.refuse?.includes(address.address)) return callback(Object.assign(new Error('5.1.1 no such mailbox'), { responseCode: 550 }));
       return callback();
     },
@@ -99,7 +103,7 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('error', callback);
       stream.on('end', () => {
-        if (stalled === 'DATA') return;
+        if (stalled === 'DATA' && (stalledFor === undefined || session.envelope.rcptTo.some((r) => r.address === stalledFor))) return;
         const raw = Buffer.concat(chunks);
         mailparser
           .simpleParser(raw)
@@ -134,8 +138,9 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
     setPassword(next) {
       password = next;
     },
-    stallAt(stage) {
+    stallAt(stage, onlyFor) {
       stalled = stage;
+      stalledFor = onlyFor;
     },
     deferMail(on) {
       deferred = on;
