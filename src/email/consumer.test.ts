@@ -405,65 +405,99 @@ describe('a mail server that answers the greeting and EHLO but not a message', (
     stalling.messages.length = 0;
   });
 
-  it('stalled at MAIL FROM (or answering it 451): the check finds it not answering, so the events wait instead of each being lost', async () => {
-    const rule = await t1((tx) => createRule(tx, { name: 'mail stall', eventTypes: ['org.updated'], recipient: 'stall@acme.example', subject: 'stall {{payload.orgId}}' }));
+  /**
+   * Handles the events in turn as the outbox loop does: an event again once the wait its Postpone
+   * named has run out (the next check of the server is due), the next one once it returns. After
+   * `answersAfter` waits the server answers again (none: it stays as it is; at most 10 waits).
+   * Returns each event's outcomes and the number of waits.
+   */
+  async function drive(consumer: EmailConsumer, events: OutboxEvent[], answersAfter?: number): Promise<{ outcomes: unknown[]; waits: number }> {
+    const outcomes: unknown[] = [];
+    let waits = 0;
+    for (const event of events) {
+      for (;;) {
+        const got = await settle(consumer.handle(event));
+        if (!(got instanceof Postpone)) {
+          outcomes.push(got);
+          break;
+        }
+        waits += 1;
+        if (waits === answersAfter) stalling.stallAt(undefined);
+        if (waits > (answersAfter ?? 0) + 10) throw new Error(`event ${event.id} still waiting after ${waits} waits`);
+        const left = got.until - performance.now();
+        if (left > 0) await new Promise((resolve) => setTimeout(resolve, left));
+      }
+    }
+    return { outcomes, waits };
+  }
+
+  it.each(['MAIL', 'RCPT', 'DATA'] as const)('silent at %s for every message: no message is lost, each waits and goes out once, in order, once the server answers', async (stage) => {
+    const rule = await t1((tx) => createRule(tx, { name: `stall ${stage}`, eventTypes: ['org.updated'], recipient: 'stall@acme.example', subject: 'stall {{payload.orgId}}' }));
     try {
       const consumer = new EmailConsumer(t.db, () => stallMailer, 0, { backoffMs: 200 });
-      stalling.stallAt('MAIL');
-      const first = await emit('org.updated', { orgId: 61, tenantId: 1 });
-      // The send that met the outage: skipped, and the waiting starts.
-      expect(await consumer.handle(first)).toEqual([{ ruleId: rule.id, outcome: 'failed' }]);
-      const second = await emit('org.updated', { orgId: 62, tenantId: 1 });
-      const waiting = await settle(consumer.handle(second));
-      const { mail, rcpt } = stalling.commands;
-      // The check goes as far as MAIL FROM, which gets no answer: the event waits (was: the check
-      // passed on EHLO, and the send paid the timeout and skipped the event).
-      const checked = await afterWait(consumer, second, waiting);
-      expect(checked).toBeInstanceOf(Postpone);
-      expect(stalling.commands.mail).toBe(mail + 1);
-      // A 451 to MAIL FROM: not taking mail for now, the event waits still.
-      stalling.stallAt(undefined);
-      stalling.deferMail(true);
-      const deferred = await afterWait(consumer, second, checked);
-      expect(deferred).toBeInstanceOf(Postpone);
-      expect(stalling.commands.mail).toBe(mail + 2);
-      // No check named a recipient.
-      expect(stalling.commands.rcpt).toBe(rcpt);
-      stalling.deferMail(false);
-      expect(await afterWait(consumer, second, deferred)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
-      await stalling.waitFor(1);
-      expect(stalling.messages.map((m) => m.parsed.subject)).toEqual(['stall 62']);
+      stalling.stallAt(stage);
+      const events = [await emit('org.updated', { orgId: 61, tenantId: 1 }), await emit('org.updated', { orgId: 62, tenantId: 1 }), await emit('org.updated', { orgId: 63, tenantId: 1 })];
+      // Four waits with the server silent: at MAIL FROM and RCPT TO the checks find it so; after
+      // the data they pass, and the first event is sent again after each, meeting the silence, and
+      // (from the second) the next event is sent as a probe, meeting it too.
+      const { outcomes, waits } = await drive(consumer, events, 4);
+      // Was: the first skipped, then one event in two kept once and the next skipped (or at RCPT, every second one lost).
+      expect(outcomes).toEqual(events.map(() => [{ ruleId: rule.id, outcome: 'sent' }]));
+      // More when a check or a send is slower than the 300 ms timeout on a loaded machine.
+      expect(waits).toBeGreaterThanOrEqual(4);
+      await stalling.waitFor(3);
+      expect(stalling.messages.map((m) => m.parsed.subject)).toEqual(['stall 61', 'stall 62', 'stall 63']);
     } finally {
       await t1((tx) => deleteRule(tx, rule.id));
     }
   });
 
-  it('stalled at DATA: the first message sent after a check that meets it waits and is sent once it answers; kept once only, then skipped', async () => {
-    const rule = await t1((tx) => createRule(tx, { name: 'data stall', eventTypes: ['org.archived'], recipient: 'stall@acme.example', subject: 'archived {{payload.code}}' }));
+  it('answering MAIL FROM 451: the check finds it not taking mail, and the event waits', async () => {
+    const rule = await t1((tx) => createRule(tx, { name: 'mail deferred', eventTypes: ['org.updated'], recipient: 'stall@acme.example', subject: 'deferred {{payload.orgId}}' }));
     try {
       const consumer = new EmailConsumer(t.db, () => stallMailer, 0, { backoffMs: 200 });
-      stalling.stallAt('DATA');
-      const first = await emit('org.archived', { id: 71, code: 'first' });
-      expect(await consumer.handle(first)).toEqual([{ ruleId: rule.id, outcome: 'failed' }]);
-      const second = await emit('org.archived', { id: 72, code: 'second' });
-      // The check passes (MAIL FROM is answered), the send stalls at DATA: the message is kept, the
-      // event waits ahead of the cursor, its claim given up (was: skipped, the event passed).
-      const kept = await afterWait(consumer, second, await settle(consumer.handle(second)));
-      expect(kept).toBeInstanceOf(Postpone);
-      const { rows } = await t.owner.query('select 1 from email.sends where event_id = $1', [second.id]);
-      expect(rows).toEqual([]);
-      // Meeting the stall again right after the next check: skipped, so such a message cannot hold the mail for ever.
-      expect(await afterWait(consumer, second, kept)).toEqual([{ ruleId: rule.id, outcome: 'failed' }]);
-      // The next event is kept once too, and goes out once the server answers.
-      const third = await emit('org.archived', { id: 73, code: 'third' });
-      const thirdKept = await afterWait(consumer, third, await settle(consumer.handle(third)));
-      expect(thirdKept).toBeInstanceOf(Postpone);
+      stalling.stallAt('MAIL');
+      const first = await emit('org.updated', { orgId: 64, tenantId: 1 });
+      const waiting = await settle(consumer.handle(first));
+      expect(waiting).toBeInstanceOf(Postpone);
       stalling.stallAt(undefined);
-      expect(await afterWait(consumer, third, thirdKept)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
+      stalling.deferMail(true);
+      const { mail, rcpt } = stalling.commands;
+      const deferred = await afterWait(consumer, first, waiting);
+      expect(deferred).toBeInstanceOf(Postpone);
+      expect(stalling.commands).toEqual({ mail: mail + 1, rcpt });
+      stalling.deferMail(false);
+      expect(await afterWait(consumer, first, deferred)).toEqual([{ ruleId: rule.id, outcome: 'sent' }]);
       await stalling.waitFor(1);
-      expect(stalling.messages.map((m) => m.parsed.subject)).toEqual(['archived third']);
+      expect(stalling.messages.map((m) => m.parsed.subject)).toEqual(['deferred 64']);
     } finally {
       await t1((tx) => deleteRule(tx, rule.id));
+    }
+  });
+
+  it.each(['RCPT', 'DATA'] as const)('silent at %s for one message only, taking the others: it waits two checks, then is skipped once the server takes the next message', async (stage) => {
+    const stuck = await t1((tx) => createRule(tx, { name: `stuck ${stage}`, eventTypes: ['org.archived'], recipient: 'stuck@acme.example', subject: 'stuck {{payload.code}}' }));
+    const fine = await t1((tx) => createRule(tx, { name: `fine ${stage}`, eventTypes: ['org.moved'], recipient: 'fine@acme.example', subject: 'fine {{payload.orgId}}' }));
+    try {
+      const consumer = new EmailConsumer(t.db, () => stallMailer, 0, { backoffMs: 200 });
+      stalling.stallAt(stage, 'stuck@acme.example');
+      const events = [await emit('org.archived', { id: 81, code: 'one' }), await emit('org.moved', { orgId: 82, tenantId: 1, newParentId: 1 })];
+      // Kept when it first met the silence, and after the first check that passed; after the
+      // second, the next event's message is sent and taken: the first is skipped, and the next is
+      // not sent again when its turn comes.
+      const { outcomes, waits } = await drive(consumer, events);
+      expect(outcomes).toEqual([[{ ruleId: stuck.id, outcome: 'failed' }], []]);
+      expect(waits).toBeGreaterThanOrEqual(2);
+      await stalling.waitFor(1);
+      expect(stalling.messages.map((m) => m.parsed.subject)).toEqual(['fine 82']);
+      const { rows } = await t.owner.query('select event_id::int as event, outcome from email.sends where event_id = any($1) order by event_id', [events.map((e) => e.id)]);
+      expect(rows).toEqual([
+        { event: events[0]!.id, outcome: 'failed' },
+        { event: events[1]!.id, outcome: 'sent' },
+      ]);
+    } finally {
+      await t1((tx) => deleteRule(tx, stuck.id));
+      await t1((tx) => deleteRule(tx, fine.id));
     }
   });
 });

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { arrayLiteral } from '../db/array-literal.js';
 import type { Database, Tx } from '../db/database.js';
 import { Postpone } from '../dispatch/outbox-loop.js';
-import type { OutboxEvent } from '../events/outbox.js';
+import { type OutboxEvent, type OutboxRow, toEvent } from '../events/outbox.js';
+import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
 import { lazyGauge } from '../observability/metrics.js';
 import { type Mailer, sendFailure, serverUnavailable } from './mailer.js';
@@ -14,6 +15,19 @@ interface EmailOutcome {
   ruleId: number;
   outcome: 'sent' | 'mocked' | 'failed' | 'throttled' | 'refused';
 }
+
+/** One message of an event as its send left it; `silent` when it met the server not answering (not yet logged). */
+type Attempted = EmailOutcome & { silent?: Silent };
+
+/** A message whose send met the server not answering: its rule, recipients and the failure. */
+interface Silent {
+  rule: ActiveRule;
+  to: string[];
+  error: unknown;
+}
+
+/** How many events after a suspect one the probe looks through for a message to send (ServerGate). */
+const PROBE_AHEAD = 100;
 
 /**
  * Each tenant's budget of recipients per minute: a bucket of `perMinute` tokens, refilled evenly
@@ -59,21 +73,21 @@ const serverWaiting = lazyGauge({ name: 'svc_mail_server_waiting', help: 'Whethe
 
 /**
  * The mail server as the consumer last found it. A send that finds it unreachable or not answering
- * (serverUnavailable) is a failed send like any other (logged and skipped), and from then on the
- * later events wait, unsent and in order, instead of each paying the timeout: every `backoffMs` the
- * server is checked (a connection, its greeting, MAIL FROM and RSET: no message), and once it
- * answers the events that waited are sent as usual, each once. The first event sent after a check
- * passed whose send meets the server not answering again (one that stalls at RCPT TO or DATA,
- * which a check does not reach) is not skipped but waits again, ahead of the cursor, once: should
- * it meet it again after the next check, it is skipped (a message that stalls a server that takes
- * every other one cannot hold the later mail for ever). Kept per mailer (a replaced mailer starts
- * afresh) in the process that runs the consumer.
+ * (serverUnavailable) is not skipped: its messages that met that wait, with the later events, unsent
+ * and in order, instead of each paying the timeout: every `backoffMs` the server is checked (a
+ * connection, its greeting, MAIL FROM, RCPT TO the sender's own address and RSET: no message), and
+ * once it answers the events that waited are sent as usual, each once. A server silent only after a
+ * message's data passes the check: the waiting message is sent again after each check that passes.
+ * One message is skipped for a silence (`suspect`): one that met it right after two checks found the
+ * server answering, when the server then takes the next message (the consumer's probe) -- the
+ * server takes mail, not that one, which would otherwise hold the later mail for ever. Kept per
+ * mailer (a replaced mailer starts afresh) in the process that runs the consumer.
  */
 class ServerGate {
   private waiting: { mailer: Mailer; since: number; until: number; checks: number; afterEventId: number } | undefined;
 
-  /** The last event whose messages were kept (not skipped) when their send met the server not answering. */
-  private kept: number | undefined;
+  /** The last event whose send met the server not answering right after a check found it answering. */
+  private silentAfterCheck: number | undefined;
 
   constructor(private readonly backoffMs: number) {}
 
@@ -114,30 +128,26 @@ class ServerGate {
   }
 
   /**
-   * Whether the messages of `event` whose send meets the server not answering are kept (they wait
-   * with the later events, to be sent again after the next check) rather than skipped: the first
-   * send after a check passed, once per event.
+   * The send of `event` met the server not answering; `afterCheck`: right after a check found it
+   * answering. Whether the event is suspect: this is the second time in a row it did so (the
+   * consumer then sends the next message as a probe).
    */
-  keeps(event: OutboxEvent, afterCheck: boolean): boolean {
-    return afterCheck && this.kept !== event.id;
+  suspect(event: OutboxEvent, afterCheck: boolean): boolean {
+    if (!afterCheck) return false;
+    if (this.silentAfterCheck === event.id) return true;
+    this.silentAfterCheck = event.id;
+    return false;
   }
 
-  /**
-   * A send found the server unavailable: the later events wait for it (logged once, until it
-   * answers); with `kept`, the event's failed messages wait too (`keeps`).
-   */
-  unavailable(mailer: Mailer, event: OutboxEvent, kept: boolean): number {
-    if (kept) this.kept = event.id;
+  /** A send found the server not answering: the event's messages that met it and the later events wait (logged once, until it answers). */
+  unavailable(mailer: Mailer, event: OutboxEvent): number {
     if (this.waiting?.mailer === mailer) return this.waiting.until;
     const now = performance.now();
     this.waiting = { mailer, since: now, until: now + this.backoffMs, checks: 0, afterEventId: event.id };
     serverWaiting().set(1);
-    const which = kept
-      ? `e-mail event ${event.id} (its messages that failed kept, to be sent again once it answers: once) and the later ones wait`
-      : `the e-mail events after event ${event.id} wait`;
     logger().warn(
-      { server: mailer.server, eventId: event.id, kept },
-      `mail server ${mailer.server} is not answering: ${which}, unsent and in order, and go out once it answers; next check in ${this.backoffMs} ms (svc.mail.backoff)`,
+      { server: mailer.server, eventId: event.id },
+      `mail server ${mailer.server} is not answering: e-mail event ${event.id} (its messages that met it kept, to be sent again) and the later ones wait, unsent and in order, and go out once it answers; next check in ${this.backoffMs} ms (svc.mail.backoff)`,
     );
     return this.waiting.until;
   }
@@ -235,10 +245,11 @@ async function deploymentOf(tx: Tx): Promise<string | null> {
 /**
  * The e-mail consumer's handler (run by an OutboxLoop named `email`): for one event, every enabled
  * rule of the event's tenant that matches its type and existed when it was written gets one message.
- * Best effort (spec 1 Events rule 5): a failed send is logged and skipped, never retried, and the
- * cursor moves on. Reading the rules can throw (the database is away); the loop then reads the event
- * again later. While the mail server does not answer (ServerGate), an event with something to send
- * throws a Postpone: it and the later events wait, unsent, until a check finds the server back.
+ * Best effort (spec 1 Events rule 5): a send that fails with an answer is logged and skipped, never
+ * retried, and the cursor moves on. Reading the rules can throw (the database is away); the loop
+ * then reads the event again later. A send that meets the mail server not answering (ServerGate) is
+ * kept, and so is every later event with something to send: a Postpone, until a check finds the
+ * server back (skipped only as ServerGate says).
  * Each message is claimed in the database before it is sent (`claimSends`): a message another
  * process is still sending makes the event wait (a Postpone) until it has finished or its claim has
  * run out.
@@ -288,42 +299,23 @@ export class EmailConsumer {
   }
 
   async handle(event: OutboxEvent): Promise<EmailOutcome[]> {
-    const rules = (await this.rulesFor(event)).filter((rule) => rulesMatch(rule, event.type));
-    const due = await this.notRetroactive(event, rules);
+    const due = await this.dueRules(event);
     if (!due.length) return [];
     const mailer = this.mailer();
-    // The first send since a check found the server answering again: a message whose send meets it
-    // not answering once more is kept, not skipped (ServerGate).
-    const keeps = this.gate.keeps(event, await this.gate.pass(mailer, event));
+    // Whether a check has just found the server answering again (this event's are the first sends since).
+    const afterCheck = await this.gate.pass(mailer, event);
     // Each message claimed before it is sent: a process that believes it leads a moment too long
     // (its leadership handed over while it was sending) and the new leader, reading the event again
     // from the cursor, do not both send it.
     const leaseMs = (mailer.sendLimitMs ?? 0) + CLAIM_MARGIN_MS;
-    const { claimed, busyMs } = await this.db.withTenant(event.tenantId, (tx) => claimSends(tx, event, due.map((rule) => rule.id), this.token, leaseMs));
-    const deployment = this.deploymentId ?? undefined;
-    const results: Array<EmailOutcome & { unavailable?: boolean }> = await Promise.all(
-      due
-        .filter((rule) => claimed.has(rule.id))
-        .map((rule) => {
-          if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
-          return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event, deployment, keeps) : { ruleId: rule.id, outcome: 'throttled' as const };
-        }),
-    );
-    const unavailable = results.some((r) => r.unavailable);
-    // Kept: their claims are released (not finished), so they are claimed and sent again after the next check.
-    const kept = unavailable && keeps ? results.filter((r) => r.unavailable).map((r) => r.ruleId) : [];
-    const outcomes = results.filter((r) => !kept.includes(r.ruleId)).map(({ ruleId, outcome }) => ({ ruleId, outcome }));
-    // A failure here leaves the claims unfinished: the event is read again and they are sent again (this consumer's own).
-    if (results.length > 0) {
-      await this.db.withTenant(event.tenantId, async (tx) => {
-        if (outcomes.length > 0) await finishSends(tx, event, outcomes, this.token);
-        if (kept.length > 0) await releaseSends(tx, event, kept, this.token);
-      });
-    }
-    if (unavailable) {
-      const until = this.gate.unavailable(mailer, event, kept.length > 0);
-      if (kept.length > 0) throw new Postpone(until, `mail server ${mailer.server} not answering`);
-    }
+    const { results, busyMs } = await this.attempt(mailer, event, due, leaseMs);
+    const silent = results.filter((r) => r.silent);
+    // Messages that met the server not answering wait (kept), unless they met it right after two
+    // checks found it answering and the server takes the next message (ServerGate): then skipped.
+    const takenInstead = silent.length > 0 && this.gate.suspect(event, afterCheck) ? await this.probe(mailer, event, leaseMs) : undefined;
+    for (const r of silent) this.logSilent(event, r.silent!, takenInstead);
+    const outcomes = await this.settle(event, results, takenInstead === undefined ? silent : []);
+    if (silent.length > 0 && takenInstead === undefined) throw new Postpone(this.gate.unavailable(mailer, event), `mail server ${mailer.server} not answering`);
     if (busyMs !== undefined) {
       // Another process is sending some of them: the event (and the later ones) wait until it has
       // finished, or its claim has run out (it died mid-send: they are sent then).
@@ -337,6 +329,104 @@ export class EmailConsumer {
       throw new Postpone(performance.now() + Math.min(busyMs, CLAIM_RECHECK_MS), `e-mail event ${event.id} claimed by another process`);
     }
     return outcomes;
+  }
+
+  /** The tenant's rules that are due the event: matching its type, and active when it was written. */
+  private async dueRules(event: OutboxEvent): Promise<ActiveRule[]> {
+    const rules = (await this.rulesFor(event)).filter((rule) => rulesMatch(rule, event.type));
+    return rules.length > 0 ? this.notRetroactive(event, rules) : rules;
+  }
+
+  /**
+   * Claims the event's due messages and sends those claimed, concurrently; records nothing (`settle`
+   * does). `busyMs`: some are claimed by another process still sending them (`claimSends`).
+   */
+  private async attempt(mailer: Mailer, event: OutboxEvent, due: ActiveRule[], leaseMs: number): Promise<{ results: Attempted[]; busyMs: number | undefined }> {
+    const { claimed, busyMs } = await this.db.withTenant(event.tenantId, (tx) => claimSends(tx, event, due.map((rule) => rule.id), this.token, leaseMs));
+    const deployment = this.deploymentId ?? undefined;
+    const results: Attempted[] = await Promise.all(
+      due
+        .filter((rule) => claimed.has(rule.id))
+        .map((rule) => {
+          if (!this.recipientsAccepted(rule, event)) return { ruleId: rule.id, outcome: 'refused' as const };
+          return this.withinBudget(rule, event) ? this.sendOne(mailer, rule, event, deployment) : { ruleId: rule.id, outcome: 'throttled' as const };
+        }),
+    );
+    return { results, busyMs };
+  }
+
+  /**
+   * Records how the event's attempted messages ended, but for `kept` ones, whose claims are given up
+   * (they wait, and are claimed and sent again when the event is handled again, by this process or
+   * another). A failure here leaves the claims unfinished: the event is read again and they are sent
+   * again (this consumer's own). Returns the outcomes recorded.
+   */
+  private async settle(event: OutboxEvent, results: Attempted[], kept: Attempted[]): Promise<EmailOutcome[]> {
+    const outcomes = results.filter((r) => !kept.includes(r)).map(({ ruleId, outcome }) => ({ ruleId, outcome }));
+    if (results.length > 0) {
+      await this.db.withTenant(event.tenantId, async (tx) => {
+        if (outcomes.length > 0) await finishSends(tx, event, outcomes, this.token);
+        if (kept.length > 0) await releaseSends(tx, event, kept.map((r) => r.ruleId), this.token);
+      });
+    }
+    return outcomes;
+  }
+
+  /**
+   * The probe for a suspect event (ServerGate): the next event after it, in outbox order, with a
+   * message due and claimable (of an active tenant, among the next PROBE_AHEAD), has its messages
+   * sent now, ahead of the cursor (recorded as usual: when the cursor reaches it, nothing is sent
+   * again). Returns its id when the server took one of them: it takes mail, not the suspect's. Else
+   * undefined: its messages met the server not answering too (kept: they wait with the rest), or
+   * failed with an answer, or no later event has one yet. Events whose messages did not reach the
+   * server (refused, throttled, sent already) are passed over for the next.
+   */
+  private async probe(mailer: Mailer, suspect: OutboxEvent, leaseMs: number): Promise<number | undefined> {
+    const { rows } = await this.db.crossTenantQuery<OutboxRow>(
+      'outbox:email probe',
+      `select e.id, e.tenant_id, e.type, e.payload, e.created_at, e.txid::text as txid
+         from events.outbox e
+         left join core.tenants t on t.id = e.tenant_id
+        where (e.txid, e.id) > ($1::xid8, $2::bigint)
+          and e.txid < pg_snapshot_xmin(pg_current_snapshot())
+          and t.active is not false
+        order by e.txid, e.id
+        limit $3`,
+      [suspect.position.txid, suspect.position.id, PROBE_AHEAD],
+    );
+    for (const next of rows.map(toEvent)) {
+      // Its own tenant's unit of work (its lines carry that tenant), as when its turn comes.
+      const told = await runForTenant(next.tenantId, async (): Promise<number | null | undefined> => {
+        const due = await this.dueRules(next);
+        if (!due.length) return undefined;
+        const { results } = await this.attempt(mailer, next, due, leaseMs);
+        const silent = results.filter((r) => r.silent);
+        for (const r of silent) this.logSilent(next, r.silent!, undefined);
+        await this.settle(next, results, silent);
+        if (results.some((r) => r.outcome === 'sent')) return next.id;
+        return results.some((r) => r.outcome === 'failed') ? null : undefined;
+      });
+      // A number: taken; null: the server met (silent, or an answer that tells nothing); undefined: not reached, the next.
+      if (told !== undefined) return told ?? undefined;
+    }
+    return undefined;
+  }
+
+  /**
+   * Logs a message whose send met the server not answering: kept (it waits, to be sent again after
+   * the next check that passes), or skipped, the server having taken event `takenInstead`'s message
+   * right after it.
+   */
+  private logSilent(event: OutboxEvent, { rule, to, error }: Silent, takenInstead: number | undefined): void {
+    const where = { ruleId: rule.id, rule: rule.name, eventId: event.id, eventType: event.type, to, error: sendFailure(error) };
+    if (takenInstead === undefined) {
+      logger().warn({ ...where, kept: true }, `e-mail rule ${rule.name}: sending event ${event.id} failed, the server not answering; kept: sent again once a check finds it answering`);
+    } else {
+      logger().warn(
+        { ...where, takenInstead },
+        `e-mail rule ${rule.name}: sending event ${event.id} failed, the server not answering right after two checks found it answering, and it took event ${takenInstead}'s message next: it takes mail, not this message; skipped (best effort)`,
+      );
+    }
   }
 
   /**
@@ -412,8 +502,8 @@ export class EmailConsumer {
     return false;
   }
 
-  /** `keeps`: a failure as not answering keeps the message (it waits, to be sent again: ServerGate) instead of skipping it. */
-  private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent, deployment: string | undefined, keeps: boolean): Promise<EmailOutcome & { unavailable?: boolean }> {
+  /** Sends one rule's message for the event. A failure that is the server not answering is not logged here (`silent`): the caller decides whether it is kept or skipped. */
+  private async sendOne(mailer: Mailer, rule: ActiveRule, event: OutboxEvent, deployment: string | undefined): Promise<Attempted> {
     const ctx: TemplateContext = { type: event.type, id: event.id, tenantId: event.tenantId, createdAt: event.createdAt, rule: rule.name, payload: event.payload };
     const to = recipients(rule);
     const where = { ruleId: rule.id, rule: rule.name, eventId: event.id, eventType: event.type, to };
@@ -441,15 +531,9 @@ export class EmailConsumer {
       }
       return { ruleId: rule.id, outcome: result.outcome };
     } catch (err) {
-      const unavailable = serverUnavailable(err);
-      const kept = unavailable && keeps;
-      logger().warn(
-        { ...where, error: sendFailure(err), ...(kept ? { kept } : {}) },
-        kept
-          ? `e-mail rule ${rule.name}: sending event ${event.id} failed, the server not answering just after a check found it answering; kept: sent again after the next check (once)`
-          : `e-mail rule ${rule.name}: sending event ${event.id} failed; skipped (best effort)`,
-      );
-      return { ruleId: rule.id, outcome: 'failed', ...(unavailable ? { unavailable } : {}) };
+      if (serverUnavailable(err)) return { ruleId: rule.id, outcome: 'failed', silent: { rule, to, error: err } };
+      logger().warn({ ...where, error: sendFailure(err) }, `e-mail rule ${rule.name}: sending event ${event.id} failed; skipped (best effort)`);
+      return { ruleId: rule.id, outcome: 'failed' };
     }
   }
 }
