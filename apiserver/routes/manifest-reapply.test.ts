@@ -153,4 +153,34 @@ describe('an apply of the manifest stored', () => {
     const read = await fetch(`${hub.url}/api/platform/workflows/follows`, { headers: { 'X-Tenant-ID': '1' } });
     expect(((await read.json()) as Json).scope).toBe('sales');
   });
+
+  /**
+   * What a hub of an older version may have stored for the same manifest: a normalised form the
+   * current code no longer produces (a field it dropped; for a Process, its columns).
+   */
+  const olderForm: Record<string, string> = {
+    Connector: `update connectors.connectors set spec = spec || '{"retired": true}' where tenant_id = 1 and name = $1`,
+    Entity: `update entities.entities set spec = spec || '{"retired": true}' where tenant_id = 1 and name = $1`,
+    Export: `update exports.exports set spec = spec || '{"retired": true}' where tenant_id = 1 and name = $1`,
+    Workflow: `update workflows.workflows set spec = spec || '{"retired": true}' where tenant_id = 1 and name = $1`,
+    Process: `update processes.processes set message = 'as normalised before' where tenant_id = 1 and name = $1`,
+  };
+  /** The stored normalised form of the object. */
+  const normalised = async (kind: string, name: string) =>
+    (await owner.query(`select ${kind === 'Process' ? 'event, when_expr, decision, message' : 'spec'} from ${PATHS[kind]!.table} where tenant_id = 1 and name = $1`, [name])).rows[0] as unknown;
+
+  it.each(Object.keys(PATHS))('%s: the manifest stored over a normalised form the current code would not produce is applied again (the form refreshed)', async (kind) => {
+    const manifest = manifests[kind]!();
+    manifest.metadata = { name: 'upgraded' };
+    expect((await apply(kind, manifest)).status).toBe(201);
+    const current = await normalised(kind, 'upgraded');
+    await owner.query(olderForm[kind]!, ['upgraded']);
+    expect(await normalised(kind, 'upgraded')).not.toEqual(current);
+    const before = await row(kind, 'upgraded');
+
+    expect(await apply(kind, manifest)).toMatchObject({ status: 200, body: { name: 'upgraded', unchanged: false } });
+    expect(await normalised(kind, 'upgraded')).toEqual(current);
+    expect((await row(kind, 'upgraded')).xmin).not.toBe(before.xmin);
+    expect(await apply(kind, manifest)).toMatchObject({ status: 200, body: { unchanged: true } });
+  });
 });

@@ -3,7 +3,7 @@ import { JsonText, jsonArraySql } from '../db/json-text.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError, ValidationError } from '../errors.js';
-import { sameManifest } from '../manifests/canonical.js';
+import { unchangedApply } from '../manifests/canonical.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
@@ -92,7 +92,8 @@ function tenantOf(tx: Tx): number {
  * naming the field) on the first error, otherwise an insert or an update of the same name. Endpoint
  * UUIDs are kept for every id still in the manifest; ids no longer there lose their row and their
  * watermark (their ingested rows stay until the connector is deleted); new ids get new UUIDs.
- * The manifest stored (sameManifest) is checked and writes nothing: `unchanged`, its warnings answered.
+ * The manifest stored, normalised as stored (unchangedApply), is checked and writes nothing:
+ * `unchanged`, its warnings answered.
  */
 export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const tenantId = tenantOf(tx);
@@ -101,7 +102,7 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;
   const { rows: stored } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [draft.name]);
-  if (stored[0] && sameManifest(stored[0].manifest, manifest)) {
+  if (stored[0] && unchangedApply({ manifest: stored[0].manifest, normalised: stored[0].spec }, manifest, storedFormOf(draft, stored[0]))) {
     return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteTypeConflicts(tx, draft))] };
   }
 
@@ -156,6 +157,12 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   await tx.query('update connectors.connectors set spec = $2 where id = $1', [id, JSON.stringify(connector)]);
   if (!created) await retagChunks(tx, id, draft.scopes);
   return { connector, created, unchanged: false, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))] };
+}
+
+/** The spec `applyConnector` would store for `draft` over the connector stored (its id, its endpoints' UUIDs kept). */
+function storedFormOf(draft: ConnectorDraft, stored: ConnectorRow): unknown {
+  const uuids = new Map((stored.spec.endpoints ?? []).map((e) => [e.id, e.uuid]));
+  return { ...draft, id: stored.id, tenantId: Number(stored.tenant_id), endpoints: draft.endpoints.map((e) => ({ ...e, uuid: uuids.get(e.id) })) };
 }
 
 /**

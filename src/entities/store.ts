@@ -1,6 +1,6 @@
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
-import { sameManifest } from '../manifests/canonical.js';
+import { unchangedApply } from '../manifests/canonical.js';
 import { type EntityDraft, checkEntityManifest, type Issue, mappingField } from './manifest/validate.js';
 import { BOOKKEEPING_COLUMNS, parseMapping } from './mapping.js';
 import { sourceColumns } from './relation.js';
@@ -18,7 +18,7 @@ export interface ApplyResult {
   entity: EntityDef;
   /** true for a new name, false when an existing entity was updated. */
   created: boolean;
-  /** The manifest was the one stored: nothing was written (sameManifest). */
+  /** The manifest was the one stored, normalised as stored: nothing was written (unchangedApply). */
   unchanged: boolean;
   warnings: Issue[];
 }
@@ -52,7 +52,7 @@ function tenantOf(tx: Tx): number {
  * naming the field) on the first error, otherwise an insert or an update of the same name. Source
  * tables are checked against the tenant's catalog: a mapped column an existing table lacks is a
  * 400; a table that does not exist yet (its connector has not run) is a warning. The manifest stored
- * (sameManifest) is checked and writes nothing: `unchanged`, its warnings answered.
+ * normalised as stored (unchangedApply) is checked and writes nothing: `unchanged`, its warnings answered.
  */
 export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   tenantOf(tx);
@@ -61,8 +61,9 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
   if (first || !check.entity) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.entity;
   const warnings = [...check.warnings, ...(await checkSources(tx, draft))];
-  const stored = await storedManifest(tx, draft.name);
-  if (stored && sameManifest(stored.manifest, manifest)) return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings };
+  const { rows: held } = await tx.query<{ id: string; manifest: unknown; spec: unknown }>('select id, manifest, spec from entities.entities where name = lower($1)', [draft.name]);
+  const stored = held[0];
+  if (stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, draft)) return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings };
 
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into entities.entities (tenant_id, name, scopes, key, manifest, spec, created_by, updated_by)

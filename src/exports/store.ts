@@ -1,7 +1,7 @@
 import type { Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
-import { sameManifest } from '../manifests/canonical.js';
+import { unchangedApply } from '../manifests/canonical.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
 import { type DeadRunRule, deadRunStop, EXPORT_DELETED, endIfDead, requestStop } from './runs/ledger.js';
@@ -43,7 +43,7 @@ export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undef
  * Validates and stores a manifest: a ValidationError (400 naming the field) on the first error,
  * else an insert or an update of the same (lower-cased) name. With `egress`, a destination address
  * the outbound address policy refuses is a warning (checkExportManifest). The manifest stored
- * (sameManifest) is checked and writes nothing: `unchanged`.
+ * normalised as stored (unchangedApply) is checked and writes nothing: `unchanged`.
  */
 export async function applyExport(
   tx: Tx,
@@ -59,9 +59,9 @@ export async function applyExport(
   // The export this apply replaces, its row held until the transaction ends: replacing an export
   // changes (or ends) what it publishes, which needs its scope as a delete does (`replacedScope`).
   // The manifest stored already is written again not at all (`unchanged`).
-  const replaced = await tx.query<{ id: string; scope: string; manifest: unknown }>('select id, scope, manifest from exports.exports where name = $1 for update', [spec.name]);
+  const replaced = await tx.query<{ id: string; scope: string; manifest: unknown; spec: unknown }>('select id, scope, manifest, spec from exports.exports where name = $1 for update', [spec.name]);
   const prior = replaced.rows[0];
-  if (prior && sameManifest(prior.manifest, manifest)) return { id: prior.id, spec, created: false, unchanged: true, warnings: check.warnings, replacedScope: prior.scope };
+  if (prior && unchangedApply({ manifest: prior.manifest, normalised: prior.spec }, manifest, spec)) return { id: prior.id, spec, created: false, unchanged: true, warnings: check.warnings, replacedScope: prior.scope };
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into exports.exports (tenant_id, name, entity, scope, schedule, manifest, spec, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)

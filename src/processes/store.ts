@@ -1,7 +1,7 @@
 import { activeTenant } from '../db/active-tenant.js';
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
-import { sameManifest } from '../manifests/canonical.js';
+import { unchangedApply } from '../manifests/canonical.js';
 import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import type { Issue } from '../validation/schema-errors.js';
 import { checkProcessManifest, type ProcessDraft } from './manifest/validate.js';
@@ -29,7 +29,7 @@ export interface ProcessDetail extends ProcessRecord {
 export interface ApplyResult {
   name: string;
   created: boolean;
-  /** The manifest was the one stored (sameManifest): nothing was written. */
+  /** The manifest was the one stored, normalised as stored (unchangedApply): nothing was written. */
   unchanged: boolean;
   warnings: Issue[];
 }
@@ -55,6 +55,9 @@ const recordOf = (r: Row): ProcessRecord => ({ name: r.name, event: r.event, whe
  */
 export const MAX_PROCESSES_PER_TENANT = 100;
 
+/** What a process stores of its manifest besides the manifest: the columns the consumer reads. */
+const storedForm = (p: Pick<ProcessRecord, 'event' | 'when' | 'decision' | 'message'>) => ({ event: p.event, when: p.when, decision: p.decision, message: p.message });
+
 export function checkedProcess(manifest: unknown): ProcessDraft {
   const check = checkProcessManifest(manifest);
   const first = check.errors[0];
@@ -65,8 +68,9 @@ export function checkedProcess(manifest: unknown): ProcessDraft {
 export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');
   const p = checkedProcess(manifest);
-  const stored = await storedManifest(tx, p.name);
-  if (stored && sameManifest(stored.manifest, manifest)) return { name: p.name, created: false, unchanged: true, warnings: [] };
+  const { rows: held } = await tx.query<Row>(`select ${COLUMNS} from processes.processes where name = lower($1)`, [p.name]);
+  const stored = held[0];
+  if (stored && unchangedApply({ manifest: stored.manifest, normalised: storedForm(recordOf(stored)) }, manifest, storedForm(p))) return { name: p.name, created: false, unchanged: true, warnings: [] };
   await takeTenantPlace(tx, { table: 'processes.processes', noun: 'process', plural: 'processes', max: MAX_PROCESSES_PER_TENANT }, p.name);
   const { rows } = await tx.query<{ created: boolean }>(
     `insert into processes.processes (tenant_id, name, event, when_expr, decision, message, manifest, created_by, updated_by)

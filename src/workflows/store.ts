@@ -1,7 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { loadEntity } from '../entities/store.js';
 import { ValidationError } from '../errors.js';
-import { sameManifest } from '../manifests/canonical.js';
+import { unchangedApply } from '../manifests/canonical.js';
 import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import { dropKeyedCorpus, writeKeyedCorpus } from '../retrieval/keyed-corpus.js';
 import { lifecycleCorpus, lifecycleDocuments } from './lifecycle.js';
@@ -45,7 +45,7 @@ export const MAX_WORKFLOWS_PER_TENANT = 100;
  * error (the entity must be applied in the tenant and the state column one of its canonical
  * columns; a new name past MAX_WORKFLOWS_PER_TENANT), otherwise an insert or an update. Re-applying keeps the spells unless the entity or the
  * state column changed; the lifecycle is written as corpus `workflow:<name>`. The manifest stored
- * (sameManifest), meaning what it meant then, is checked and writes nothing: `unchanged`.
+ * normalised as stored, the entity's default scope included (unchangedApply), is checked and writes nothing: `unchanged`.
  */
 export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('workflows are stored per tenant: use Database.withTenant');
@@ -77,7 +77,7 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
   const spec: WorkflowSpec = { entity: entity.name, scope, stateColumn: draft.stateColumn, states: draft.states, transitions: draft.transitions, dormancy: draft.dormancy };
   // The spec too: the same manifest over an entity whose scopes changed moves the default scope.
   const stored = await tx.query<{ manifest: unknown; spec: unknown }>('select manifest, spec from workflows.workflows where name = lower($1)', [draft.name]);
-  if (stored.rows[0] && sameManifest(stored.rows[0].manifest, manifest) && sameManifest(stored.rows[0].spec, spec)) return { name: draft.name, created: false, unchanged: true, warnings };
+  if (stored.rows[0] && unchangedApply({ manifest: stored.rows[0].manifest, normalised: stored.rows[0].spec }, manifest, spec)) return { name: draft.name, created: false, unchanged: true, warnings };
 
   const { rows } = await tx.query<{ id: string; created: boolean; reset: boolean }>(
     `insert into workflows.workflows (tenant_id, name, entity, scope, state_column, manifest, spec, created_by, updated_by)
