@@ -10,6 +10,7 @@ import { CRONJOB_RULE, operatorGrants } from '../kube/rbac.js';
 import type { AdminServices } from '../src/admin/services.js';
 import type { Tx } from '../src/db/database.js';
 import { ConflictError, ValidationError } from '../src/errors.js';
+import { sameManifest } from '../src/manifests/canonical.js';
 import { crdOf } from '../src/manifests/crd.js';
 import type { ManifestHandler } from '../src/manifests/handler.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
@@ -59,12 +60,14 @@ const handler: ManifestHandler = {
     const schedule = m.spec?.schedule ?? null;
     const key = `${tenantOf(tx)}/${m.metadata.name}`;
     const created = !held.has(key);
+    // The manifest held, as a kind's apply answers it (unchangedApply): nothing written.
+    if (!created && sameManifest(held.get(key)!.manifest, manifest)) return { created, unchanged: true, warnings: [], schedule };
     // A warning of the change only (as a connector's changed unique_key has): an apply of the manifest held answers none.
     const before = (held.get(key)?.manifest as typeof m | undefined)?.spec?.color;
     const warnings = !created && m.spec?.color !== before ? [`spec.color: repainted from ${before} to ${m.spec?.color}: what was painted before keeps its colour`] : [];
     held.set(key, { manifest, schedule, appliedBy: actor });
     calls.push(`apply ${key}`);
-    return { created, warnings, schedule };
+    return { created, unchanged: false, warnings, schedule };
   },
   remove: async (tx, name) => {
     // A hub that refuses the delete for now (a connector whose run is in flight answers so).

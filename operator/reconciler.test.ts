@@ -90,6 +90,24 @@ async function settled(quietMs = 400): Promise<void> {
   });
 }
 
+/** Runs a resync and waits until it has read the API server and the operator has settled again. */
+async function resynced(): Promise<void> {
+  const reads = api.requests.length;
+  operator.resyncAll();
+  await until('the resync to read', () => api.requests.length > reads);
+  await settled();
+}
+
+/** A resync of settled resources: nothing written on the API server, nor the hub object at `path` applied again (its `updatedAt` kept). */
+async function resyncWritesNothing(path: string): Promise<void> {
+  await settled();
+  const before = writes();
+  const updatedAt = (await hubGet(path)).body!.updatedAt;
+  await resynced();
+  expect(writes()).toBe(before);
+  expect((await hubGet(path)).body!.updatedAt).toBe(updatedAt);
+}
+
 async function hubGet(path: string, tenant: number | string = 1) {
   const res = await fetch(`${hub.url}${path}`, { headers: { 'X-Tenant-ID': String(tenant) } });
   return { status: res.status, body: res.status === 200 ? ((await res.json()) as Record<string, unknown>) : undefined };
@@ -187,16 +205,7 @@ describe('a Connector resource', () => {
   });
 
   it('is idempotent: a resync of settled resources writes nothing', async () => {
-    await settled();
-    const before = writes();
-    const updatedAt = (await hubGet('/api/connectors/demo-offset')).body!.updatedAt;
-    const reads = api.requests.length;
-    operator.resyncAll();
-    await until('the resync to read', () => api.requests.length > reads);
-    await settled();
-    expect(writes()).toBe(before);
-    // Nor is the hub's copy applied again when it already matches.
-    expect((await hubGet('/api/connectors/demo-offset')).body!.updatedAt).toBe(updatedAt);
+    await resyncWritesNothing('/api/connectors/demo-offset');
   });
 
   it('rewrites the CronJob when the run deadline changes, at the reconcile of the next term (an operator restarted with another svc.operator.run-deadline)', async () => {
@@ -562,6 +571,58 @@ describe('a Workflow resource', () => {
     api.remove(apiVersionOf(WORKFLOW), 'workflows', NS, 'partner-country');
     await until('the resource gone', () => !workflow('partner-country'));
     expect((await hubGet('/api/platform/workflows/partner-country')).status).toBe(404);
+  });
+
+  it("derives its default scope again when its Entity's first scope changes (no change of the Workflow, no resync); a resync then writes nothing, but a normalised form an older hub stored; one the hub would now refuse stays applied", async () => {
+    const entityResource = (scope: string[]) => {
+      const e = { ...example('entity-partner.yaml'), metadata: { ...example('entity-partner.yaml').metadata, namespace: NS } };
+      return { ...e, spec: { ...(e.spec as Record<string, unknown>), scope } };
+    };
+    const scopeOf = async () => (await hubGet('/api/platform/workflows/partner-country')).body?.scope;
+    api.apply('entities', entityResource(['partners', 'sales']));
+    await until('the entity', async () => ((await hubGet('/api/entities/partner')).body?.scopes as string[] | undefined)?.[0] === 'partners');
+    api.apply('workflows', resource());
+    await until('the workflow on the first scope', async () => (await scopeOf()) === 'partners');
+    await until('Ready', () => workflow('partner-country')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True'));
+    const generation = workflow('partner-country')!.metadata.generation;
+    // Every reconcile of the Workflow's own changes done: only the Entity's change can bring the next.
+    await settled();
+    await until('the queue empty', () => operator.health().data.queued === 0);
+
+    api.apply('entities', entityResource(['sales', 'partners']));
+    await until('the default scope to follow the entity', async () => (await scopeOf()) === 'sales');
+    expect(workflow('partner-country')!.metadata.generation).toBe(generation);
+
+    // Truly unchanged: the resync applies nothing, in the hub or on the resources.
+    await resyncWritesNothing('/api/platform/workflows/partner-country');
+    const before = writes();
+
+    // The form an older version of the hub stored for the same manifest (a field it no longer writes):
+    // the resync writes the current one in the hub, and nothing on the resource (its status stays).
+    const owner = await ownerClient(hub.ownerUrl);
+    try {
+      await owner.query(`update workflows.workflows set spec = spec || '{"retired": true}' where tenant_id = 1 and name = 'partner-country'`);
+      operator.resyncAll();
+      await until('the normalised form written again', async () => (await owner.query(`select spec ? 'retired' as stale from workflows.workflows where tenant_id = 1 and name = 'partner-country'`)).rows[0]!.stale === false);
+    } finally {
+      await owner.end();
+    }
+    await settled();
+    expect(writes()).toBe(before);
+
+    // Its Entity gone, the hub would now refuse the manifest it holds: the Workflow stays applied as it was, Ready.
+    api.remove(apiVersionOf(ENTITY), 'entities', NS, 'partner');
+    await until('the entity gone', async () => (await hubGet('/api/entities/partner')).status === 404);
+    await settled();
+    const afterEntity = writes();
+    const held = (await hubGet('/api/platform/workflows/partner-country')).body!;
+    await resynced();
+    expect(writes()).toBe(afterEntity);
+    expect((await hubGet('/api/platform/workflows/partner-country')).body).toEqual(held);
+    expect(workflow('partner-country')!.status!.conditions!.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'Applied' });
+
+    api.remove(apiVersionOf(WORKFLOW), 'workflows', NS, 'partner-country');
+    await until('the resource gone', () => !workflow('partner-country'));
   });
 });
 
@@ -1270,10 +1331,7 @@ describe('status, ownership and conflicts', () => {
 
     // A resync with the message as it is writes nothing.
     const before = writes();
-    const reads = api.requests.length;
-    operator.resyncAll();
-    await until('the resync to read', () => api.requests.length > reads);
-    await settled();
+    await resynced();
     expect(writes()).toBe(before);
 
     // Restarted with the host no longer admitted: the warning is back, still without an apply.

@@ -41,7 +41,8 @@ import { resolveTenant, TENANT_LABEL, TENANTS_ANNOTATION } from './tenant.js';
  * always clean up), Reconciling=True on a generation not reconciled yet, tenant (label on the
  * resource, else on its Namespace), apply when the hub's copy differs and the object is the
  * resource's (the hub records the owner, namespace, name and uid, in the apply's transaction;
- * another resource's object or one created over HTTP is a Conflict), the CronJob, `lastRun`, and the
+ * another resource's object or one created over HTTP is a Conflict; an apply that changed the object
+ * requeues the resources of kinds that name it, ManifestKind.dependsOn), the CronJob, `lastRun`, and the
  * status, written as a merge patch only when it changed; the watch event of the operator's own status
  * write (the resource as read, with that status) requeues nothing, so neither a loop nor a retry
  * before the backoff of a failed reconcile. Writes carry the cached resourceVersion: a
@@ -901,7 +902,10 @@ export class Operator {
       }
       const log = { kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, tenant: tenant.code };
       if (result.adopted) logger().info(log, `${where} adopts ${kind.kind} ${resource.metadata.name} of tenant ${tenant.code} (applied by the operator before ownership was recorded)`);
-      if (result.changed) logger().info(log, `${where} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
+      if (result.changed) {
+        logger().info(log, `${where} ${result.created ? 'created' : 'updated'} in tenant ${tenant.code}`);
+        this.requeueDependents(kind, resource.metadata.name);
+      }
       return { ok: true as const, changed: result.changed, schedule: result.schedule, warnings: result.warnings, policyWarnings: result.policyWarnings, changeWarnings: result.changeWarnings };
     } catch (err) {
       if (err instanceof ValidationError) {
@@ -909,6 +913,25 @@ export class Operator {
         return { ok: false, message: `${field}${err.message}` };
       }
       throw err;
+    }
+  }
+
+  /**
+   * Reconciles again the resources whose manifests name the object of `kind` that an apply just
+   * changed (ManifestKind.dependsOn: a Workflow names its Entity), so that what their apply takes
+   * from it (a default scope) follows at once, not at the resync. Those of any tenant: in another
+   * one the apply finds nothing to change and writes nothing.
+   */
+  private requeueDependents(kind: ManifestKind, name: string): void {
+    const term = this.term;
+    if (!term) return;
+    for (const watched of term.resources) {
+      const on = watched.kind.dependsOn;
+      if (on?.kind !== kind.kind) continue;
+      for (const o of watched.informer.list()) {
+        const named = on.name(o.spec ?? {});
+        if (typeof named === 'string' && named.toLowerCase() === name.toLowerCase() && this.selects(o)) term.queue.add(this.keyOf(watched.kind, o.metadata.namespace, o.metadata.name));
+      }
     }
   }
 

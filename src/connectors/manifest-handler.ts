@@ -13,7 +13,7 @@ export const connectorHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
     const result = await applyConnector(tx, manifest, { actor, egress: context?.egress });
-    return { created: result.created, warnings: warningLines(result.warnings), schedule: result.connector.schedule ?? null };
+    return { created: result.created, unchanged: result.unchanged, warnings: warningLines(result.warnings), schedule: result.connector.schedule ?? null };
   },
   // Its one address, base_url, as the policy in force sees it.
   policyWarnings(manifest: unknown, context: ApplyContext) {

@@ -14,7 +14,7 @@ export const exportHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
     const result = await applyExport(tx, manifest, { actor, entity: entityShape, egress: context?.egress });
-    return { created: result.created, warnings: warningLines(result.warnings), schedule: result.spec.schedule ?? null };
+    return { created: result.created, unchanged: result.unchanged, warnings: warningLines(result.warnings), schedule: result.spec.schedule ?? null };
   },
   // Its destination's address (the S3 endpoint's host, the SFTP host), as the policy in force sees it.
   policyWarnings(manifest: unknown, context: ApplyContext) {

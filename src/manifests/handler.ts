@@ -15,10 +15,12 @@ export interface ManifestHandler {
   stored(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: string | null; appliedBy: string | null } | undefined>;
   /**
    * Validates and stores (create or update by name); throws ValidationError naming the field.
+   * `unchanged`: the manifest was the one stored and so was what the running code makes of it (its
+   * normalised form, what it derives from other objects: unchangedApply), and nothing was written.
    * `context.egress`: the hub's outbound address policy, for the warnings of kinds that store an
    * address the hub connects to (as their HTTP apply answers them).
    */
-  apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext): Promise<{ created: boolean; warnings: string[]; schedule: string | null }>;
+  apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext): Promise<{ created: boolean; unchanged: boolean; warnings: string[]; schedule: string | null }>;
   /**
    * The lines of `apply`'s warnings that follow the hub's configuration (its outbound address policy,
    * `context.egress`) rather than the manifest: what an apply of `manifest`, already stored, would

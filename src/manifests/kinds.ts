@@ -46,6 +46,12 @@ export interface ManifestKind {
   printerColumns: PrinterColumn[];
   /** What applying and deleting a manifest of this kind does in the hub (the same functions as its HTTP paths). */
   handler: ManifestHandler;
+  /**
+   * The object of another kind a manifest of this kind takes something from when it is applied (a
+   * Workflow's default scope is its Entity's first scope), named in its spec (`name` reads it): the
+   * operator reconciles the resources naming an object again when it changes that object.
+   */
+  dependsOn?: { kind: string; name: (spec: Record<string, unknown>) => unknown };
 }
 
 export const READY_COLUMN: PrinterColumn = {
@@ -147,6 +153,7 @@ export const MANIFEST_KINDS: readonly ManifestKind[] = [
       AGE_COLUMN,
     ],
     handler: workflowHandler,
+    dependsOn: { kind: 'Entity', name: (spec) => spec.entity },
   },
   {
     kind: 'Process',

@@ -1,6 +1,7 @@
 import type { AdminServices } from '../admin/services.js';
 import type { Database, TenantId, Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
+import { ConflictError, ValidationError } from '../errors.js';
 import { sameManifest } from './canonical.js';
 import type { ManifestKind } from './kinds.js';
 
@@ -89,7 +90,11 @@ export interface ManifestServices {
   /**
    * Applies `manifest` for the resource `owner` unless another resource manages the object or it
    * was created or last applied over HTTP (then a conflict, nothing written), and unless the hub
-   * already holds exactly it (so a resync writes nothing and an edit made over HTTP is reverted),
+   * already holds exactly it and what the kind makes of it now (its normalised form, and what it
+   * derives from other objects, a Workflow's default scope from its Entity: the kind's apply
+   * decides, unchangedApply), so a resync writes nothing and an edit made over HTTP is reverted;
+   * the manifest held that the kind would now refuse (what it depends on changed since) stays
+   * applied as it was, unchanged,
    * and unless the record names the same uid with a later generation than `owner.generation`
    * (`stale`, nothing written). Records `owner` (and its generation) in the same transaction, and
    * with it, when it changed the object, the apply's warnings other than the policy's
@@ -178,6 +183,24 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
   const context = { egress: deps.egress };
   const policyWarnings = (kind: ManifestKind, manifest: unknown) => kind.handler.policyWarnings?.(manifest, context) ?? [];
   /** `work` in a tenant transaction that is always rolled back; what it returned. */
+  /**
+   * The kind's apply of the manifest the hub holds, which writes only when the running code makes
+   * something else of it now (unchangedApply). One the kind would now refuse (what it depends on
+   * changed since: a ValidationError) or refuses for now (409) is undone to its savepoint and leaves
+   * the object as it was: undefined.
+   */
+  const reapplied = async (tx: Tx, kind: ManifestKind, manifest: Record<string, unknown>, actor: string) => {
+    await tx.query('savepoint reapply_held');
+    try {
+      const result = await kind.handler.apply(tx, manifest, actor, context);
+      await tx.query('release savepoint reapply_held');
+      return result;
+    } catch (err) {
+      if (!(err instanceof ValidationError || err instanceof ConflictError)) throw err;
+      await tx.query('rollback to savepoint reapply_held');
+      return undefined;
+    }
+  };
   const rolledBack = async <T>(tenantId: TenantId, work: (tx: Tx) => Promise<T>): Promise<T> => {
     const rollback = new Error('checked: rolled back');
     let result: T | undefined;
@@ -200,11 +223,11 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         // The record's uid is the owner's here (or there is none): a generation older than the one applied is stale.
         if (recorded?.generation !== undefined && owner.generation !== undefined && owner.generation < recorded.generation) return { stale: { recorded: recorded.generation } };
         let outcome: ApplyOutcome;
-        if (stored && sameManifest(stored.manifest, manifest)) {
+        const result = stored && sameManifest(stored.manifest, manifest) ? await reapplied(tx, kind, manifest, actor) : await kind.handler.apply(tx, manifest, actor, context);
+        if (!result || result.unchanged) {
           const policy = policyWarnings(kind, manifest);
-          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored.schedule, warnings: [], policyWarnings: policy, ...(changeWarnings ? { changeWarnings } : {}) };
+          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored?.schedule ?? null, warnings: [], policyWarnings: policy, ...(changeWarnings ? { changeWarnings } : {}) };
         } else {
-          const result = await kind.handler.apply(tx, manifest, actor, context);
           const policy = policyWarnings(kind, manifest);
           const others = result.warnings.filter((w) => !policy.includes(w));
           outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings, policyWarnings: policy, changeWarnings: others };

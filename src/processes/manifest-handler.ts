@@ -10,7 +10,7 @@ export const processHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string) {
     const result = await applyProcess(tx, manifest, { actor });
-    return { created: result.created, warnings: warningLines(result.warnings), schedule: null };
+    return { created: result.created, unchanged: result.unchanged, warnings: warningLines(result.warnings), schedule: null };
   },
   remove: (tx: Tx, name: string) => deleteProcess(tx, name),
 };

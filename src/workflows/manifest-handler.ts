@@ -11,7 +11,7 @@ export const workflowHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string) {
     const result = await applyWorkflow(tx, manifest, { actor });
-    return { created: result.created, warnings: warningLines(result.warnings), schedule: null };
+    return { created: result.created, unchanged: result.unchanged, warnings: warningLines(result.warnings), schedule: null };
   },
   remove: (tx: Tx, name: string) => deleteWorkflow(tx, name),
 };
