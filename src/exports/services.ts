@@ -112,9 +112,9 @@ async function requireScope(tx: Tx, caller: Caller, scope: string): Promise<void
   if (!holds(access, scope)) throw new ScopeNotGranted();
 }
 
-/** The export of that name if the caller holds its scope (404, 403); `forShare` as getExport's. */
-async function found(tx: Tx, caller: Caller, name: string, forShare = false): Promise<ExportDetail> {
-  const exp = await getExport(tx, name, forShare);
+/** The export of that name if the caller holds its scope (404, 403); `lock` as getExport's. */
+async function found(tx: Tx, caller: Caller, name: string, lock?: 'share' | 'update'): Promise<ExportDetail> {
+  const exp = await getExport(tx, name, lock);
   if (!exp) throw new NotFoundError(`export ${name.toLowerCase()} not found`);
   await requireScope(tx, caller, exp.scope);
   return exp;
@@ -220,8 +220,11 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         // hold its slot until its time limit): here at once when this process runs it, elsewhere
         // at that process's next heartbeat, and at once when no live process holds it (its process
         // died: the name's next run would wait for the sweep to end it).
+        // The row is locked as the caller's scope is checked: a concurrent delete or re-apply waits or
+        // was first, so the scope checked is the one of the export deleted, and of two deletes the
+        // second finds none (404), as for every other kind.
         const { exportName, stopped, ended } = await db.withTenant(t, async (tx) => {
-          const exp = await found(tx, caller, name);
+          const exp = await found(tx, caller, name, 'update');
           return { exportName: exp.name, ...(await deleteExport(tx, name, dead)) };
         });
         for (const id of stopped) {
@@ -234,7 +237,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       async start(t, caller, name, actor) {
         // The caller's scope checked in the claim's transaction, the export's row held until the run is
         // recorded: a re-apply to another scope cannot come between (it waits, or was read first).
-        const started = await runner.start(t, (tx) => found(tx, caller, name, true), { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
+        const started = await runner.start(t, (tx) => found(tx, caller, name, 'share'), { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
         return started!.run;
       },
       list: (t, caller, name, page) =>
@@ -286,7 +289,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           // The run retried is read with its own scope (it may be of an earlier export of the name).
           const [run] = await history(tx, caller, name, true, async (n) => [await getRun(tx, n, id)]);
           // Its export deleted and the name not applied again: a 409 as when it was (runner.retry).
-          const exp = await getExport(tx, name, true);
+          const exp = await getExport(tx, name, 'share');
           if (!exp) {
             if (run!.status !== 'Failed') throw notRetryable(id, run!.status);
             throw deletedSince(id, name.toLowerCase());

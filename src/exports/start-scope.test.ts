@@ -5,7 +5,7 @@ import { ITEM_ENTITY, itemS3Export, prepareItemExports } from '../../test/harnes
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database } from '../db/database.js';
 import { egressPolicy } from '../egress/config.js';
-import { ScopeNotGranted } from '../errors.js';
+import { NotFoundError, ScopeNotGranted } from '../errors.js';
 import { type Caller, createExportServices, type ExportServices } from './services.js';
 
 /**
@@ -114,5 +114,80 @@ describe('an export re-applied to another scope between a run\'s claim and its s
     expect(done).toMatchObject({ status: 'Failed', failureCode: 'publication', scope: 'sales', entity: 'ledger' });
     const { rows } = await owner.query("select scope, entity from exports.runs where export_name = 'rescoped-cli'");
     expect(rows).toEqual([{ scope: 'sales', entity: 'ledger' }]);
+  }, 30_000);
+});
+
+/** Until a backend of the test database waits on a lock `count` times at once (a statement blocked on a row another transaction holds). */
+async function lockWaiters(count: number): Promise<void> {
+  for (let k = 0; k < 200; k++) {
+    const { rows } = await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+    if (rows[0]!.n >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  throw new Error(`no ${count} lock waiter(s) within 5 s`);
+}
+
+/** Export services whose transactions, once their work is done, wait for `gate` before they commit; `inside` resolves when one does. */
+function holdingCommit(gate: Promise<void>) {
+  const db = hub.services.db;
+  let inside!: () => void;
+  const reached = new Promise<void>((resolve) => {
+    inside = resolve;
+  });
+  const staged = Object.assign(Object.create(db) as Database, {
+    withTenant: ((tenantId: number, fn: (tx: unknown) => Promise<unknown>) =>
+      db.withTenant(tenantId, async (tx) => {
+        const result = await fn(tx);
+        inside();
+        await gate;
+        return result;
+      })) as Database['withTenant'],
+  });
+  const made1 = createExportServices({ config: hub.config, db: staged, secrets: hub.services.secrets, egress: egressPolicy(hub.config) });
+  made.push(made1);
+  return { services: made1, reached };
+}
+
+const settled = (p: Promise<unknown>) =>
+  p.then(
+    () => 'deleted',
+    (err: unknown) => (err instanceof ScopeNotGranted ? 'refused: scope not granted' : err instanceof NotFoundError ? 'not found' : `failed: ${(err as Error).message}`),
+  );
+
+describe('deleting an export while another transaction changes or deletes it', () => {
+  it('re-applied to a scope the caller does not hold meanwhile: the caller\'s delete is refused, the export stays', async () => {
+    expect((await api.post('/api/exports/apply', manifest('rescoped-delete'))).status).toBe(201);
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    // An admin's re-apply to scope sales, its transaction held open after the update.
+    const admin = holdingCommit(gate);
+    const reapplied = admin.services.manifests.apply(1, undefined, manifest('rescoped-delete', true), 'admin');
+    await admin.reached;
+    // The crm-only caller's delete meanwhile: it must read the export as the re-apply leaves it.
+    const deleted = settled(hub.services.exports.manifests.remove(1, crmOnly, 'rescoped-delete'));
+    await lockWaiters(1);
+    open();
+    expect(await reapplied).toMatchObject({ created: false });
+    expect(await deleted).toBe('refused: scope not granted');
+    const { rows } = await owner.query("select scope from exports.exports where name = 'rescoped-delete'");
+    expect(rows).toEqual([{ scope: 'sales' }]);
+  }, 30_000);
+
+  it('two deletes at once: one deletes, the other finds no export (404), as a delete after a delete', async () => {
+    expect((await api.post('/api/exports/apply', manifest('deleted-twice'))).status).toBe(201);
+    const blocker = await ownerClient(hub.ownerUrl);
+    try {
+      // The row held, so that both deletes are under way before either can delete.
+      await blocker.query('begin');
+      await blocker.query("select 1 from exports.exports where name = 'deleted-twice' for update");
+      const both = [settled(hub.services.exports.manifests.remove(1, undefined, 'deleted-twice')), settled(hub.services.exports.manifests.remove(1, undefined, 'deleted-twice'))];
+      await lockWaiters(2);
+      await blocker.query('rollback');
+      expect((await Promise.all(both)).sort()).toEqual(['deleted', 'not found']);
+    } finally {
+      await blocker.end();
+    }
   }, 30_000);
 });

@@ -105,11 +105,13 @@ function detail(row: ExportRow): ExportDetail {
 }
 
 /**
- * The export of that name (case-insensitive) in the caller's tenant. `forShare`: its row held until
- * the transaction ends (a re-apply or delete sent meanwhile waits; one under way is waited for).
+ * The export of that name (case-insensitive) in the caller's tenant. `lock`: its row held until the
+ * transaction ends (a re-apply or delete sent meanwhile waits; one under way is waited for, and what
+ * it left is read): `share` for a run's claim, `update` for a delete (two deletes holding `share`
+ * would deadlock).
  */
-export async function getExport(tx: Tx, name: string, forShare = false): Promise<ExportDetail | undefined> {
-  const { rows } = await tx.query<ExportRow>(`select ${COLUMNS} from exports.exports where name = lower($1)${forShare ? ' for share' : ''}`, [name]);
+export async function getExport(tx: Tx, name: string, lock?: 'share' | 'update'): Promise<ExportDetail | undefined> {
+  const { rows } = await tx.query<ExportRow>(`select ${COLUMNS} from exports.exports where name = lower($1)${lock ? ` for ${lock}` : ''}`, [name]);
   return rows[0] && detail(rows[0]);
 }
 
