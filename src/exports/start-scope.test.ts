@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../test/harness/api-client.js';
 import { ITEM_ENTITY, itemS3Export, prepareItemExports } from '../../test/harness/export-manifests.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { until } from '../../test/harness/until.js';
 import type { Database } from '../db/database.js';
 import { egressPolicy } from '../egress/config.js';
 import { NotFoundError, ScopeNotGranted } from '../errors.js';
@@ -117,15 +118,9 @@ describe('an export re-applied to another scope between a run\'s claim and its s
   }, 30_000);
 });
 
-/** Until a backend of the test database waits on a lock `count` times at once (a statement blocked on a row another transaction holds). */
-async function lockWaiters(count: number): Promise<void> {
-  for (let k = 0; k < 200; k++) {
-    const { rows } = await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
-    if (rows[0]!.n >= count) return;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error(`no ${count} lock waiter(s) within 5 s`);
-}
+/** Until `count` backends of the test database wait on a lock at once (statements blocked on a row another transaction holds). */
+const lockWaiters = (count: number) =>
+  until(`${count} lock waiter(s)`, async () => (await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0]!.n >= count);
 
 /** Export services whose transactions, once their work is done, wait for `gate` before they commit; `inside` resolves when one does. */
 function holdingCommit(gate: Promise<void>) {

@@ -398,6 +398,23 @@ describe('CSV ingest and dead letters', () => {
     expect((await post(discardedId, 'replayed')).status).toBe(404);
   });
 
+  it('two erases of one dead letter at once: one erases (204), the other finds no entry (404), as an erase after an erase', async () => {
+    const run = (await (await ingest(csv([',Gone,Lyon']), 'connector=dlq-erase&table=dlq_erase&key=id')).json()) as Run;
+    const id = ((await (await fetch(`${hub.url}/api/platform/dlq?run=${run.id}`, { headers: H })).json()) as Array<{ id: number }>)[0]!.id;
+    const blocker = await ownerClient(hub.ownerUrl);
+    try {
+      // The row held, so that both erases are under way before either can erase.
+      await blocker.query('begin');
+      await blocker.query('select 1 from connectors.dead_letters where id = $1 for update', [id]);
+      const both = [1, 2].map(() => fetch(`${hub.url}/api/platform/dlq/${id}`, { method: 'DELETE', headers: H }).then((r) => r.status));
+      await until('both erases waiting on the row', async () => (await owner.query<{ n: number }>(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0]!.n >= 2);
+      await blocker.query('rollback');
+      expect((await Promise.all(both)).sort()).toEqual([204, 404]);
+    } finally {
+      await blocker.end();
+    }
+  });
+
   it('a header named like a PostgreSQL system column (xmin, ctid …) is kept in data only, as a name of every ext table is', async () => {
     const res = await ingest('id,xmin,ctid,tableoid,note\r\n1,2,3,4,kept', 'connector=crm-import&table=system_names&key=id');
     expect(res.status).toBe(200);

@@ -92,8 +92,13 @@ export async function listDeadLetters(tx: Tx, page: PageRequest, query: { runId?
   return pageOfRows(rows, page.limit, (row) => [String(row.id)], toEntry);
 }
 
-export async function getDeadLetter(tx: Tx, id: string): Promise<DeadLetter> {
+/** An entry's id as the path gives it: anything but a bigint's digits names no entry. */
+function assertEntryId(id: string): void {
   if (!/^\d{1,18}$/.test(id)) throw new NotFoundError('dead-letter entry not found');
+}
+
+export async function getDeadLetter(tx: Tx, id: string): Promise<DeadLetter> {
+  assertEntryId(id);
   // The payload as text, read as the engine reads a source: a number a double cannot hold (an integer
   // beyond ±(2^53 − 1), 1e400) comes out as its text in a string, as the pre-flight's sample shows it.
   const { rows } = await tx.query<Row & { payload: string | null }>(
@@ -144,6 +149,12 @@ export async function discard(tx: Tx, id: string): Promise<void> {
 
 /** Data-protection erase: the entry is soft-deleted, its payload scrubbed, and excluded everywhere. */
 export async function erase(tx: Tx, id: string): Promise<void> {
-  await getDeadLetter(tx, id);
-  await tx.query(`update connectors.dead_letters set erased_at = now(), payload = null, skip_detail = null, error_message = '[erased]' where id = $1`, [id]);
+  assertEntryId(id);
+  // Only an entry not erased yet: of two erases at once, the second finds none (404), as an erase
+  // after an erase, and the erasure keeps the first one's time.
+  const { rowCount } = await tx.query(
+    `update connectors.dead_letters set erased_at = now(), payload = null, skip_detail = null, error_message = '[erased]' where id = $1 and erased_at is null`,
+    [id],
+  );
+  if (!rowCount) throw new NotFoundError('dead-letter entry not found');
 }
