@@ -81,8 +81,9 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
   const unreadable = () => new ValidationError(`no readable OpenAPI document at ${url.href}`, 'openapiUrl');
   if (!doc || typeof doc !== 'object' || (!doc.openapi && !doc.swagger) || !doc.paths) throw unreadable();
 
-  const baseUrl = doc.servers?.[0]?.url
-    ? new URL(doc.servers[0].url, url).href.replace(/\/$/, '')
+  const server: unknown = doc.servers?.[0]?.url;
+  const baseUrl = typeof server === 'string' && server
+    ? serverUrl(server, url)
     : doc.host
       ? `${doc.schemes?.[0] ?? url.protocol.replace(':', '')}://${doc.host}${doc.basePath ?? ''}`.replace(/\/$/, '')
       : url.origin;
@@ -171,6 +172,15 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
   ].join('');
   const title = typeof doc.info?.title === 'string' ? doc.info.title.replace(/[\p{Cc}\u2028\u2029]+/gu, ' ').slice(0, 200) : '';
   return `# Drafted from ${url.href}${title ? ` (${title})` : ''}: review pagination, unique_key and credentials before applying.\n${left}${stringify(manifest, KUBECTL_YAML)}`;
+}
+
+/** The document's first server address, read against the document's own URL (it may be relative), as base_url. */
+function serverUrl(server: string, url: URL): string {
+  try {
+    return new URL(server, url).href.replace(/\/$/, '');
+  } catch {
+    throw new ValidationError(`the OpenAPI document at ${url.href} names a first server URL (servers[0].url) that cannot be read as a URL`, 'openapiUrl', 'fix servers[0].url in the document, or draft from another copy of it');
+  }
 }
 
 async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, owner }: ScaffoldOptions): Promise<OpenApi | undefined> {

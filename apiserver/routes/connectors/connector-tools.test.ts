@@ -94,6 +94,9 @@ beforeAll(async () => {
     if (path === '/many-paths.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: manyPaths };
     if (path === '/wide.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(wide) };
     if (path === '/odd.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(odd) };
+    // A first server address no URL reader takes, and one that is no string.
+    if (path === '/bad-server.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...openapi, servers: [{ url: 'http://[not-an-address' }] }) };
+    if (path === '/object-server.json') return { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ ...openapi, servers: [{ url: { href: 'http://evil.example' } }] }) };
     if (path === '/large.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `${stringify(openapi)}# ${'x'.repeat(1024 * 1024)}\n` };
     if (path === '/circular.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: 'openapi: 3.0.0\npaths: &paths\n  /items: {get: {x: *paths}}\n' };
     if (path === '/tiny-nodes.yaml') return { headers: { 'Content-Type': 'application/yaml' }, body: `openapi: 3.0.0\nx: [${'1,'.repeat(260_000)}1]\n` };
@@ -509,6 +512,23 @@ describe('scaffold', () => {
     expect(res.status).toBe(400);
     expect(JSON.parse(text)).toMatchObject({ field: 'openapiUrl', error: expect.stringContaining('must not carry credentials') });
     expect(text).not.toContain('sk_live_abc123');
+  });
+
+  it('a first server URL that cannot be read is a 400 naming openapiUrl, never a 500; one that is no string is left out (the document\'s origin)', async () => {
+    const scaffold = (path: string) => fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: `${docsUrl}${path}`, name: 'x' }) });
+    const bad = await scaffold('/bad-server.json');
+    expect({ status: bad.status, body: await bad.json() }).toEqual({
+      status: 400,
+      body: {
+        error: `the OpenAPI document at ${docsUrl}/bad-server.json names a first server URL (servers[0].url) that cannot be read as a URL`,
+        field: 'openapiUrl',
+        hint: 'fix servers[0].url in the document, or draft from another copy of it',
+      },
+    });
+    const object = await scaffold('/object-server.json');
+    const text = await object.text();
+    expect({ status: object.status, text: object.status === 200 ? '' : text }).toEqual({ status: 200, text: '' });
+    expect((parse(text) as { spec: { base_url: string } }).spec.base_url).toBe(docsUrl);
   });
 
   it('refuses a URL that holds no readable OpenAPI document', async () => {
