@@ -139,6 +139,37 @@ describe('documentation', () => {
     expect([...NOT_SERVED].filter((name) => serves(name.split(' ')[0] ?? '', name.split(' ')[1] ?? ''))).toEqual([]);
   });
 
+  /** Served, and named by the console's own path (`/q/swagger-ui`) rather than one by one: the files of the console. */
+  const CONSOLE_FILES = new Set(['GET /q/swagger-ui/', 'GET /q/swagger-ui/{file}']);
+
+  /**
+   * Whether a text names an operation: `GET /api/x` (or `GET/POST /api/x`), a table row
+   * `| GET | /api/x |`, and a GET also by its path alone (`/q/metrics`, a row `| /q/metrics |`). A
+   * path parameter may have another name (`{tid}` for `{id}`); a longer path does not name a shorter one.
+   */
+  function namesOperation(text: string, method: string, path: string): boolean {
+    const p = path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{[^}]+\\?\}/g, '\\{[^}/]+\\}');
+    const end = '(?![\\w{}/-])';
+    const methods = `(?:[A-Z]+/)*${method}(?:/[A-Z]+)*`;
+    const forms = [`\\b${methods} \`?${p}${end}`, `^\\| \`?${methods}\`? \\| \`?${p}${end}`];
+    if (method === 'GET') forms.push(`\`${p}\``, `^\\| ${p} \\|`);
+    return forms.some((form) => new RegExp(form, 'm').test(text));
+  }
+
+  it('every operation of the hub is named in the documents, with its method', () => {
+    const text = files.filter((file) => file !== join('docs', 'performance.md')).map((file) => readFileSync(join(ROOT, file), 'utf8')).join('\n');
+    const operations = routeTable({}, () => ({})).map((d) => `${d.method} ${d.path}`);
+    const missing = operations.filter((op) => !CONSOLE_FILES.has(op) && !namesOperation(text, op.split(' ')[0] ?? '', op.split(' ')[1] ?? ''));
+    expect(missing).toEqual([]);
+    expect([...CONSOLE_FILES].filter((op) => !operations.includes(op))).toEqual([]);
+    // A planted omission is caught: another method, a longer path, a path without its method.
+    expect(namesOperation('`PUT /api/tenants/{tid}/orgs/{id}`', 'PUT', '/api/tenants/{x}/orgs/{y}')).toBe(true);
+    expect(namesOperation('| GET/POST | /api/tenants/{tid}/roles | svc_admin |', 'POST', '/api/tenants/{tid}/roles')).toBe(true);
+    expect(namesOperation('`GET /api/tenants/{id}`, `PUT /api/tenants`', 'GET', '/api/tenants')).toBe(false);
+    expect(namesOperation('`/api/tenants/{tid}/orgs` (POST to create)', 'POST', '/api/tenants/{tid}/orgs')).toBe(false);
+    expect(namesOperation('| `/q/metrics` | Prometheus text |', 'GET', '/q/metrics')).toBe(true);
+  });
+
   it('docs/cli.md documents every svc command with each of its flags, and no command or flag the CLI lacks', () => {
     const doc = readFileSync(join(ROOT, 'docs', 'cli.md'), 'utf8');
     const rows = doc.split('\n').flatMap((line) => (line.startsWith('| `svc ') ? [line.slice(3, line.indexOf('`', 3))] : []));
