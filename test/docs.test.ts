@@ -61,8 +61,15 @@ function anchors(file: string): Set<string> {
   return out;
 }
 
-/** What points outside the repository: the design folder, its files, numbered spec sections, "the specification" (a document the reader does not have). */
-const OUTSIDE = [/\.\.\/shared\b/, /\bshared\/(spec|design)\b/, /\bCONTRACTS(\.md)?\b/, /\bARCHITECTURE\.md\b/, /\bspec [0-9]\b/i, /\bSTYLE\.md\b/, /\bTOOLCHAIN\.md\b/, /\bspecification\b/i, /\bbeyond the spec\b/i];
+/**
+ * What points outside the repository: the design folder, its files, numbered spec sections, "the
+ * specification" (a document the reader does not have), and how the work on the hub was organised
+ * (design notes, numbered issues, sessions and waves of work).
+ */
+const OUTSIDE = [
+  /\.\.\/shared\b/, /\bshared\/(spec|design)\b/, /\bCONTRACTS(\.md)?\b/, /\bARCHITECTURE\.md\b/, /\bspec [0-9]\b/i, /\bSTYLE\.md\b/, /\bTOOLCHAIN\.md\b/, /\bspecification\b/i, /\bbeyond the spec\b/i,
+  /\bdesign notes?\b/i, /\bissue #?[0-9]/i, /\bsession [0-9]/i, /\bwaves? [0-9]/i, /\bin (a|this|the next|a later) wave\b/i,
+];
 
 describe('documentation', () => {
   const files = markdownFiles();
