@@ -7,7 +7,7 @@ import { route, type RouteDecl } from './route.js';
  * HEAD on a GET route runs the GET's handler (the router answers it as GET, without the body), so it is
  * served only where that is a plain read: a route audited as data egress (the CSV download, the event
  * stream, a row by its hash) would do all its work and record data leaving the hub that never left. There
- * HEAD is a 405 with `Allow: GET`, before authentication, the handler or the audit (docs/architecture.md, "Errors").
+ * HEAD is a 405 with `Allow: GET`, before authentication, the handler or the audit (docs/architecture.md, "The error mapping").
  */
 
 const calls = { plain: 0, egress: 0 };

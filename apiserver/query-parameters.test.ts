@@ -5,7 +5,7 @@ import { route, type RouteDecl } from './route.js';
 /**
  * The router refuses a query parameter a route does not declare (400 naming it and the names the
  * route takes), and one given twice where the route takes one value, on every route, before the
- * handler runs and before the database is asked anything (docs/architecture.md, "Errors").
+ * handler runs and before the database is asked anything (docs/architecture.md, "The error mapping").
  */
 
 const calls = { filtered: 0, bare: 0, listed: 0 };

@@ -37,8 +37,8 @@ export const HISTORY_PURGES: ReadonlyArray<{
 ];
 
 /**
- * The background roles' housekeeping (spec 1 Clocks, UTC; docs/operations.md, "Which process does
- * what"). The daily purges run on the leader only (`leaderClocks`): each is one pass over the whole
+ * The background roles' housekeeping (spec 1 Clocks, UTC; docs/operations.md, "Roles of the
+ * executable"). The daily purges run on the leader only (`leaderClocks`): each is one pass over the whole
  * database, and the outbox purge's warning about lagging consumers would otherwise be logged once
  * per dispatch replica. They are not run at an election (a leader change, every restart), only at
  * their time: whichever process leads then runs it. The lag gauge is set every minute in every

@@ -11,7 +11,7 @@ import { until } from '../../test/harness/until.js';
 import { killAll, startHubProcess } from './processes.js';
 
 /**
- * kill -9 during migrations (docs/development.md, "Migrations"). A file without the marker runs in
+ * kill -9 during migrations (docs/development.md, its migration rules). A file without the marker runs in
  * one transaction with its history row: a kill inside it leaves neither its changes nor its row, and
  * the next start applies it once. A `-- svc:no-transaction` file builds its index `concurrently`,
  * outside a transaction: a kill mid build leaves the index invalid, and the next start either finds

@@ -152,7 +152,7 @@ const MAX_SOCKET_PATH = platform() === 'linux' ? 107 : 103;
  * root, `postgres`, whom root reaches anyway), so no other OS user can even reach the socket, and
  * every connection still authenticates with the password (initdb's `scram-sha-256`, for local
  * connections too). A statement's round trip through a Unix socket costs both processes less CPU
- * than through TCP on loopback (docs/operations.md "The embedded PostgreSQL"). Undefined when the
+ * than through TCP on loopback (docs/operations.md, "Starting and stopping"). Undefined when the
  * socket's path would be longer than a Unix socket's path may be: then TCP on 127.0.0.1 only. A
  * server that cannot make its socket there (a file system without sockets) refuses to start: it is
  * started again on TCP only (`startCluster`).
