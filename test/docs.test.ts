@@ -558,7 +558,7 @@ describe('documentation: the HTTP calls of the svc commands', () => {
   });
 });
 
-describe('documentation: the READMEs of e2e/ and bench/', () => {
+describe('documentation: the READMEs of e2e/, bench/, operator/ and crds/', () => {
   /** The files under a folder of the repository, as paths inside it (bench/results/ left out: measurements, not code). */
   const filesUnder = (dir: string): string[] => {
     const out: string[] = [];
@@ -575,27 +575,45 @@ describe('documentation: the READMEs of e2e/ and bench/', () => {
   };
 
   /** The file names a text gives (`hub-crash.test.ts`, `support/measure.ts`, `run.sh`, `src/db/migrations.ts`). */
-  const named = (text: string) => [...new Set([...text.matchAll(/(?<![\w./-])((?:[\w-]+\/)*[\w-]+(?:\.test)?\.(?:ts|sh|mjs|yaml))\b/g)].map((m) => m[1] ?? ''))];
+  const named = (text: string) => [...new Set([...text.matchAll(/(?<![\w./-])((?:[\w-]+\/)*[\w.-]+(?:\.test)?\.(?:ts|sh|mjs|yaml))\b/g)].map((m) => m[1] ?? ''))];
 
-  /** What is wrong between a folder's README and its files: a file it names that is in neither the folder nor the repository, a file of `wanted` it leaves out. */
-  function readmeProblems(dir: string, text: string, wanted: (path: string) => boolean): string[] {
-    const files = filesUnder(dir);
+  /** The files of `wanted` under a folder that its README leaves out. */
+  function unnamed(dir: string, text: string, wanted: (path: string) => boolean): string[] {
     const names = named(text);
-    const exists = (name: string) => existsSync(join(ROOT, name)) || existsSync(join(ROOT, dir, name)) || files.some((f) => f.endsWith(`/${name}`) || f === name);
     const mentions = (file: string) => names.some((name) => name === file || name === file.split('/').pop() || name === join(dir, file));
-    return [...names.filter((name) => !exists(name)).map((name) => `${name}: no such file`), ...files.filter(wanted).filter((file) => !mentions(file)).map((file) => `${dir}/${file}: not named`)];
+    return filesUnder(dir)
+      .filter(wanted)
+      .filter((file) => !mentions(file))
+      .map((file) => `${dir}/${file}: not named`);
   }
 
+  /** The files a folder's README names that are in neither the folder nor the repository. */
+  function unknown(dir: string, text: string): string[] {
+    const files = filesUnder(dir);
+    const exists = (name: string) => existsSync(join(ROOT, name)) || existsSync(join(ROOT, dir, name)) || files.some((f) => f === name || f.endsWith(`/${name}`));
+    return named(text)
+      .filter((name) => !exists(name))
+      .map((name) => `${name}: no such file`);
+  }
+
+  const readme = (dir: string) => readFileSync(join(ROOT, dir, 'README.md'), 'utf8');
+
   it('e2e/README.md names every suite and file of e2e/, and no file that is not there', () => {
-    const text = readFileSync(join(ROOT, 'e2e', 'README.md'), 'utf8');
-    expect(readmeProblems('e2e', text, (file) => file !== 'README.md')).toEqual([]);
-    expect(readmeProblems('e2e', `${text}\n| gone-crash.test.ts | … |`, () => false)).toEqual(['gone-crash.test.ts: no such file']);
-    expect(readmeProblems('e2e', text.replace(/hub-crash\.test\.ts/g, 'x'), (file) => file.endsWith('.test.ts'))).toEqual(['e2e/faults/hub-crash.test.ts: not named']);
+    const text = readme('e2e');
+    expect([...unknown('e2e', text), ...unnamed('e2e', text, (file) => file !== 'README.md')]).toEqual([]);
+    expect(unknown('e2e', `${text}\n| gone-crash.test.ts | … |`)).toEqual(['gone-crash.test.ts: no such file']);
+    expect(unnamed('e2e', text.replace(/hub-crash\.test\.ts/g, 'x'), (file) => file.endsWith('.test.ts'))).toEqual(['e2e/faults/hub-crash.test.ts: not named']);
   });
 
   it('bench/README.md names every bench (bench/*.ts), and no file that is not there', () => {
-    const text = readFileSync(join(ROOT, 'bench', 'README.md'), 'utf8');
-    expect(readmeProblems('bench', text, (file) => !file.includes('/') && file.endsWith('.ts'))).toEqual([]);
-    expect(readmeProblems('bench', `${text}\n- \`views.ts\`: …`, () => false)).toEqual(['views.ts: no such file']);
+    const text = readme('bench');
+    expect([...unknown('bench', text), ...unnamed('bench', text, (file) => !file.includes('/') && file.endsWith('.ts'))]).toEqual([]);
+    expect(unknown('bench', `${text}\n- \`views.ts\`: …`)).toEqual(['views.ts: no such file']);
+  });
+
+  it('operator/README.md names every source file of operator/, crds/README.md every CustomResourceDefinition', () => {
+    expect(unnamed('operator', readme('operator'), (file) => file.endsWith('.ts') && !file.endsWith('.test.ts'))).toEqual([]);
+    expect(unnamed('crds', readme('crds'), (file) => file.endsWith('.yaml'))).toEqual([]);
+    expect(unnamed('crds', readme('crds').replace(/\| processes\.apps\.svc\.io\.yaml \|/, '|'), (file) => file.endsWith('.yaml'))).toEqual(['crds/processes.apps.svc.io.yaml: not named']);
   });
 });
