@@ -617,3 +617,23 @@ describe('documentation: the READMEs of e2e/, bench/, operator/ and crds/', () =
     expect(unnamed('crds', readme('crds').replace(/\| processes\.apps\.svc\.io\.yaml \|/, '|'), (file) => file.endsWith('.yaml'))).toEqual(['crds/processes.apps.svc.io.yaml: not named']);
   });
 });
+
+describe('documentation: the folders docs/architecture.md lays out', () => {
+  const tree = () => readFileSync(join(ROOT, 'docs', 'architecture.md'), 'utf8').split('## Folders')[1]?.split('```')[1] ?? '';
+  const folders = (dir: string) => readdirSync(join(ROOT, dir)).filter((name) => statSync(join(ROOT, dir, name)).isDirectory());
+
+  /** The folders of src/ the tree has no line for (`  name/  what it holds`), and the route areas its apiserver/ entry leaves out. */
+  function missing(text: string): string[] {
+    const areas = text.match(/apiserver\/routes\/<area>\/[^(]*\(([^)]*)\)/)?.[1]?.split(/,\s*/).map((a) => a.trim()) ?? [];
+    return [
+      ...folders('src').filter((name) => !new RegExp(`^ {2}${name}/ `, 'm').test(text)).map((name) => `src/${name}/`),
+      ...folders(join('apiserver', 'routes')).filter((name) => !areas.includes(name)).map((name) => `apiserver/routes/${name}/`),
+    ];
+  }
+
+  it('has a line for every folder of src/ and names every area of apiserver/routes/', () => {
+    expect(tree()).toContain('src/');
+    expect(missing(tree())).toEqual([]);
+    expect(missing(tree().replace(/^ {2}egress\/ /m, '  egres/ ').replace('processes, retrieval', 'retrieval'))).toEqual(['src/egress/', 'apiserver/routes/processes/']);
+  });
+});
