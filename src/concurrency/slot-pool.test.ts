@@ -28,6 +28,14 @@ function gate() {
   return { job, releases, order, peak: () => peak, peaks };
 }
 
+/** One job offered to key k's full queue with a long wait, then its `release`-th job released: how many the wait took. */
+async function offerOneAsRoomFrees(pool: SlotPool, g: ReturnType<typeof gate>, release: number): Promise<number> {
+  const next = pool.offerEach('k', 1, () => g.job('k'), 5_000);
+  await tick();
+  g.releases[release]!();
+  return next;
+}
+
 describe('slot pool', () => {
   it('bounds the total and each key; keys take turns', async () => {
     const pool = new SlotPool(4, 2, 100);
@@ -105,6 +113,48 @@ describe('slot pool', () => {
     expect(await pool.offerEach('k', 1, () => g.job('k'), patience)).toBe(0); // stalled: refused at once
     expect(Date.now() - again).toBeLessThan(patience / 4); // relative to the wait it was allowed
     expect(pool.offer('other', g.job('other'))).toBe(true);
+  });
+
+  it('offerEach marks no key stalled whose jobs end during the wait, however full its queue stays: the next wait waits for room again', async () => {
+    // A process short of CPU: the key's jobs end, but too slowly for the whole offer to fit in the wait.
+    const pool = new SlotPool(10, 1, 2);
+    const g = gate();
+    for (let i = 0; i < 3; i++) pool.offer('k', g.job('k')); // 1 running, 2 queued
+    const waiting = pool.offerEach('k', 5, () => g.job('k'), 200);
+    await tick();
+    g.releases[0]!(); // its one running job ends during the wait: one taken
+    expect(await waiting).toBe(1);
+    // Full again at the end of the wait, but it made progress: not stalled, this call waits for room.
+    expect(await offerOneAsRoomFrees(pool, g, 1)).toBe(1);
+  });
+
+  it('a stalled key is waited for again as soon as it progresses, though its queue is kept full; a trickle keeps it stalled', async () => {
+    const pool = new SlotPool(10, 2, 8);
+    const g = gate();
+    for (let i = 0; i < 10; i++) pool.offer('k', g.job('k')); // 2 running, 8 queued
+    const windowMs = 100;
+    expect(await pool.offerEach('k', 1, () => g.job('k'), windowMs)).toBe(0); // nothing ended: stalled
+    expect(await pool.offerEach('k', 1, () => g.job('k'), 5_000)).toBe(0); // refused at once
+    // One of its two jobs ends, then another more than a wait later: each refilled at once (as the
+    // consumer's next batches do), the queue never half empty. Fewer ended within a wait than ran: still stalled.
+    g.releases[0]!();
+    await tick();
+    expect(pool.offer('k', g.job('k'))).toBe(true);
+    await tick(windowMs * 1.5);
+    g.releases[1]!();
+    await tick();
+    expect(pool.offer('k', g.job('k'))).toBe(true);
+    const again = Date.now();
+    expect(await pool.offerEach('k', 1, () => g.job('k'), 5_000)).toBe(0);
+    expect(Date.now() - again).toBeLessThan(1_000);
+    // Two end within a wait: it answers again, and the next wait waits for room.
+    g.releases[2]!();
+    g.releases[3]!();
+    await tick();
+    expect(pool.offer('k', g.job('k'))).toBe(true);
+    expect(pool.offer('k', g.job('k'))).toBe(true);
+    expect(pool.offer('k', g.job('k'))).toBe(false); // full
+    expect(await offerOneAsRoomFrees(pool, g, 4)).toBe(1);
   });
 
   it('offerEach takes its jobs in order, each as soon as a queued job of the key starts, making none before there is room for it', async () => {

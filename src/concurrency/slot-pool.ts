@@ -10,10 +10,15 @@ import { inCurrentContext } from '../observability/context.js';
  * robin); a key whose group is at its cap waits (its jobs stay queued, not started) and the other
  * groups' keys go first. A key's queue is bounded too: a job offered to a full queue is refused (or,
  * with `offerEach`, waits a moment for room), and the caller decides what then (a delivery is left to
- * the retry sweep). A key whose queue stayed full for a whole wait is marked stalled: further waits
- * are refused at once until its queue is half empty again, so one endpoint that does not answer
- * costs the caller one wait, not one per job. A queued job runs in the async context it was offered
- * in (src/observability/context.ts `inCurrentContext`), not in that of the job whose end starts it.
+ * the retry sweep). A key whose queue stayed full for a whole wait and that made no progress
+ * during it (`offerEach`: fewer of its queued jobs started than it had running, so its jobs take
+ * longer than the wait) is marked stalled: further waits are refused at once, so one endpoint that
+ * does not answer costs the caller one wait, not one per job. It is stalled until it makes progress
+ * again (as many of its queued jobs start within one such wait) or its queue is half empty. A key
+ * whose jobs do end within the wait is never marked, however full its queue stays: each wait for it
+ * is bounded by its own length, and a slow process (a machine short of CPU) is not taken for a stuck
+ * key. A queued job runs in the async context it was offered in (src/observability/context.ts
+ * `inCurrentContext`), not in that of the job whose end starts it.
  */
 
 type Job = () => Promise<void>;
@@ -22,9 +27,23 @@ interface Lane {
   group: string | number | undefined;
   running: number;
   queue: Job[];
-  stalled: boolean;
+  /** Queued jobs started so far (`offerEach` compares the count before and after a wait). */
+  started: number;
+  /** Set while the key is stalled (see the class comment): what brings it back. */
+  stall: Stall | undefined;
   /** The `offerEach` calls waiting for room in this key's queue, in call order: told when a queued job starts. */
   feeders: Feeder[];
+}
+
+/**
+ * A stalled key's way back: `needed` of its queued jobs starting within `windowMs` (the wait that
+ * marked it), counted from `windowAt` (performance.now()) on.
+ */
+interface Stall {
+  needed: number;
+  windowMs: number;
+  windowAt: number;
+  starts: number;
 }
 
 interface Feeder {
@@ -74,7 +93,9 @@ export class SlotPool {
    * Offers `count` jobs of one key in order, `make(i)` making the i-th only once there is room for it
    * (undefined: no more to offer): as many as fit now, then each as soon as a queued job of the key
    * starts, for up to `waitMs` in all, unless the key is stalled (then none waits). A key whose queue
-   * stayed full for the whole wait is marked stalled. Resolves with how many were taken: the first
+   * is still full when the wait runs out is marked stalled if it made no progress meanwhile: fewer of
+   * its queued jobs started during the wait than it had running when the wait began (at least one).
+   * Resolves with how many were taken: the first
    * ones, the rest not made. The jobs are made and run in the context current at the call (as
    * `offer`'s), whenever the room comes. One timer and one promise per call, none per job: a drain
    * offers thousands of jobs a second to a full queue, one at a time as its room frees.
@@ -95,7 +116,10 @@ export class SlotPool {
       }
       return ended || taken >= count;
     };
-    if (fill() || lane.stalled || waitMs <= 0) return Promise.resolve(taken);
+    if (fill() || lane.stall || waitMs <= 0) return Promise.resolve(taken);
+    // Progress during the wait: as many queued jobs started as ran when it began (its jobs end within the wait).
+    const startedBefore = lane.started;
+    const needed = Math.max(1, lane.running);
     return new Promise((resolve) => {
       let done = false;
       let filling = false;
@@ -107,8 +131,10 @@ export class SlotPool {
         resolve(taken);
       };
       const timer = setTimeout(() => {
-        // Full for the whole wait: stalled, until its queue is half empty again.
-        if (!fill()) lane.stalled = true;
+        // Full at the end of the wait and no progress during it: stalled, until it progresses again.
+        if (!fill() && !lane.stall && lane.started - startedBefore < needed) {
+          lane.stall = { needed: Math.max(1, lane.running), windowMs: waitMs, windowAt: performance.now(), starts: 0 };
+        }
         finish();
       }, waitMs);
       const feeder: Feeder = {
@@ -116,7 +142,7 @@ export class SlotPool {
           // Room made while this call fills (its own offers start jobs) is taken by the filling loop.
           if (done || filling) return;
           // Stalled meanwhile (another wait ran out): refused at once, as a wait on a stalled key is.
-          if (lane.stalled) return finish();
+          if (lane.stall) return finish();
           filling = true;
           try {
             if (fill()) finish();
@@ -132,7 +158,7 @@ export class SlotPool {
   private lane(key: string | number, group: string | number | undefined): Lane {
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { group, running: 0, queue: [], stalled: false, feeders: [] };
+      lane = { group, running: 0, queue: [], started: 0, stall: undefined, feeders: [] };
       this.lanes.set(key, lane);
     }
     return lane;
@@ -194,7 +220,8 @@ export class SlotPool {
       const job = lane.queue.shift();
       if (!job) continue;
       this.queued--;
-      if (lane.queue.length <= this.maxQueuedPerKey / 2) lane.stalled = false;
+      lane.started++;
+      if (lane.stall) this.progressed(lane, lane.stall);
       if (lane.feeders.length > 0) {
         if (!roomy) roomy = [lane];
         else if (!roomy.includes(lane)) roomy.push(lane);
@@ -207,6 +234,21 @@ export class SlotPool {
       void this.runJob(job, key, lane, group);
     }
     if (roomy) for (const lane of roomy) this.roomIn(lane);
+  }
+
+  /**
+   * A queued job of a stalled key started: the key is stalled no more once its queue is half empty,
+   * or once `needed` of its queued jobs started within one wait (it answers again: a queue the
+   * caller keeps refilling may never get half empty).
+   */
+  private progressed(lane: Lane, stall: Stall): void {
+    const now = performance.now();
+    if (now - stall.windowAt > stall.windowMs) {
+      stall.windowAt = now;
+      stall.starts = 0;
+    }
+    stall.starts++;
+    if (stall.starts >= stall.needed || lane.queue.length <= this.maxQueuedPerKey / 2) lane.stall = undefined;
   }
 
   /**

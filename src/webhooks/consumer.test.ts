@@ -165,6 +165,63 @@ describe('the consumer', () => {
     }
   });
 
+  it('an endpoint whose attempts end during the wait stays on the fast path batch after batch (a process short of CPU is not a stuck endpoint); one that hangs costs one wait, then none', async () => {
+    // Only this test's integrations match its events.
+    await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
+    // Each answer a tenth of the wait: the endpoint keeps answering, but fewer rows than a batch
+    // brings fit in one wait (as in a drain on a machine short of CPU); the other never answers.
+    const waitMs = 600;
+    const endpoints = await startReceiver((path) => (path === '/stuck' ? 'hang' : { status: 200, body: 'ok', delayMs: waitMs / 10 }));
+    // One attempt at a time per integration, 30 queued at most: room frees a tenth of a wait apart.
+    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 60_000, userAgent: 'test' }), pool: new SlotPool(8, 1, 30), leaseMs: 60_000 });
+    const consumer = new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100, queueWaitMs: waitMs });
+    const names = ['cliff-steady', 'cliff-stuck'];
+    try {
+      const [steady, stuck] = await Promise.all(
+        names.map((name) => t.db.withTenant(2, (tx) => createIntegration(tx, { name, targetUrl: `${endpoints.url}/${name.slice(6)}`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules))),
+      );
+      const batch = async (n: number, from: number) => {
+        const ids: number[] = [];
+        for (let k = 0; k < n; k++) ids.push(await emit(2, from + k));
+        return events(ids);
+      };
+      /** Rows of the batch's events left to the retry sweep (lease given back, never attempted), per integration. */
+      const leftToSweep = async (b: OutboxEvent[], integrationId: number) => {
+        const { rows } = await t.owner.query<{ n: number }>(
+          'select count(*)::int as n from hub.deliveries where integration_id = $1 and event_id = any($2::bigint[]) and lease_token is null and attempts = 0',
+          [integrationId, b.map((e) => e.id)],
+        );
+        return rows[0]!.n;
+      };
+      // The batches are read before the first is handled: nothing but the consumer between them.
+      const batches = [await batch(60, 300), await batch(2, 400), await batch(2, 500)];
+      const took: number[] = [];
+      for (const b of batches) {
+        const began = performance.now();
+        expect(await consumer.handleBatch(b)).toBe(2 * b.length);
+        took.push(performance.now() - began);
+      }
+      // The first batch waited for both (neither fits): a wait and no more, rows of each left to the sweep.
+      expect(took[0]).toBeGreaterThanOrEqual(waitMs * 0.9);
+      expect(took[0]).toBeLessThan(waitMs * 2.5);
+      expect(await leftToSweep(batches[0]!, steady!.id)).toBeGreaterThan(0);
+      expect(await leftToSweep(batches[0]!, stuck!.id)).toBeGreaterThan(0);
+      // The next ones: the steady endpoint's rows are all queued (its queue full when the batch came,
+      // room freed as it answered); the stuck one's all left to the sweep at once, without a wait.
+      for (const b of batches.slice(1)) {
+        expect(await leftToSweep(b, steady!.id)).toBe(0);
+        expect(await leftToSweep(b, stuck!.id)).toBe(2);
+      }
+      expect(Math.max(...took.slice(1))).toBeLessThan(waitMs);
+    } finally {
+      await worker.stop();
+      await endpoints.close();
+      // Nothing of this test for the sweeps of the next ones.
+      await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2 and name = any($1)', [names]);
+      await t.owner.query('delete from hub.deliveries where integration_id in (select id from hub.integrations where tenant_id = 2 and name = any($1))', [names]);
+    }
+  });
+
   it('records each (event, integration) once, however often the batch is read again', async () => {
     const i = await integration(1, 'idempotent');
     const e = await emit(1, 5);

@@ -45,6 +45,8 @@ interface WebhookConsumerOptions {
    * one sweep's refill, is not sent again moments later. Default 0.
    */
   minGapMs?: number;
+  /** How long a batch waits, in all, for room in full integration queues (default QUEUE_WAIT_MS). */
+  queueWaitMs?: number;
 }
 
 type Inserted = { id: number; tenant_id: number; integration_id: number };
@@ -73,7 +75,12 @@ function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string
   return rows.sort((a, b) => a.id - b.id);
 }
 
-/** How long a batch of the consumer waits, in all, for room in full, not stalled, integration queues before leaving their first attempts to the sweep. */
+/**
+ * How long a batch of the consumer waits, in all, for room in full, not stalled, integration queues
+ * before leaving their first attempts to the sweep. An integration whose attempts did not end during
+ * a whole wait is stalled (SlotPool): the next batches leave its first attempts to the sweep at once,
+ * until its attempts end again; one whose attempts do end is waited for again by the next batch.
+ */
 const QUEUE_WAIT_MS = 1_000;
 
 /**
@@ -204,7 +211,7 @@ export class WebhookConsumer {
     await Promise.all(
       [...full.values()].map(async (lane) => {
         const { row } = lane[0]!;
-        const queued = await this.o.worker.submitEach({ tenantId: row.tenant_id, integrationId: row.integration_id }, lane, token, QUEUE_WAIT_MS);
+        const queued = await this.o.worker.submitEach({ tenantId: row.tenant_id, integrationId: row.integration_id }, lane, token, this.o.queueWaitMs ?? QUEUE_WAIT_MS);
         for (let k = queued; k < lane.length; k++) deferred.push(lane[k]!.row.id);
       }),
     );
