@@ -2,6 +2,7 @@ import Koa from 'koa';
 import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { AreaServices } from '../src/runtime/services.js';
 import type { RouteDecl } from './route.js';
+import { bodyBytesReader, TEXT_BODY_TYPES } from './body-bytes.js';
 import { accessLog } from './middleware/access-log.js';
 import { errorMapper } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
@@ -81,6 +82,9 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   app.use(requestContext);
   app.use(accessLog);
   app.use(errorMapper);
+  // A body that cannot be read: a 413 past the limit, else a 400 saying why.
+  const refuseBody = (err: Error, ctx: Koa.Context): never =>
+    ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? tooLarge : `body is not valid: ${err.message}`);
   // Read by the router once the caller is authenticated and passed the route's gate and rate limit, for a route that
   // takes a body: an anonymous caller could otherwise make the hub read and hold svc.http.body-limit per request.
   const readBody = koaBody({
@@ -94,13 +98,13 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
     encoding: 'latin1',
     jsonLimit: limit,
     textLimit: limit,
-    textTypes: ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'],
+    textTypes: TEXT_BODY_TYPES,
     parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
-    onError: (err, ctx) => {
-      ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? tooLarge : `body is not valid: ${err.message}`);
-    },
+    onError: refuseBody,
   });
-  const router = mountRoutes(routeTable(options, documentOnce), services, readBody);
+  // A route that declares `streamedBody` (the CSV ingest, up to the limit) reads its body as bytes as they arrive.
+  const readBytes = bodyBytesReader(services.config.bytes('svc.http.body-limit'), refuseBody);
+  const router = mountRoutes(routeTable(options, documentOnce), services, { text: readBody, bytes: readBytes });
   app.use(unanswered);
   app.use(router.routes());
   app.use(router.allowedMethods());

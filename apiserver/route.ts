@@ -2,6 +2,7 @@ import type { Context } from 'koa';
 import type { Principal, RoleGate } from '../src/auth/principal.js';
 import type { RateLimitBucket } from '../src/ratelimit/limiter.js';
 import type { AreaServices } from '../src/runtime/services.js';
+import type { StreamedText } from './body-bytes.js';
 
 /** A JSON Schema (draft 2020-12, as OpenAPI 3.1 uses). */
 export type JsonSchema = Record<string, unknown>;
@@ -75,6 +76,12 @@ export interface RouteInput<P = Record<string, string>, Q = Record<string, unkno
   principal: Principal | undefined;
   services: AreaServices;
   ctx: Context;
+  /**
+   * A `streamedBody` route's body in UTF-8 as it was decoded: its text in the pieces it arrived in (`body` is them
+   * joined; read through them, it is never copied whole) and its size in bytes. Undefined on other routes, for a body
+   * in another charset, and when no body was read.
+   */
+  streamed?: StreamedText;
 }
 
 /**
@@ -97,6 +104,12 @@ export interface RouteDecl<P extends JsonSchema | undefined = JsonSchema | undef
   body?: B;
   /** Media types the body may come in (default application/json). */
   bodyTypes?: string[];
+  /**
+   * The body is read as bytes as they arrive and decoded as UTF-8 chunk by chunk (apiserver/body-bytes.ts), not
+   * whole by the body parser: for a body that may be as large as svc.http.body-limit (the CSV ingest), so that
+   * reading it never holds the event loop for the whole body at once. The same limit and refusals.
+   */
+  streamedBody?: true;
   /**
    * What /q/openapi shows for the body when the handler checks more than the router does (the
    * connector manifest: its own validator answers every issue with a field path). Default: `body`.

@@ -1,4 +1,3 @@
-import { isUtf8 } from 'node:buffer';
 import { METHODS } from 'node:http';
 import { setImmediate as turn } from 'node:timers/promises';
 import Router, { type Layer } from '@koa/router';
@@ -15,6 +14,7 @@ import { closest } from '../src/validation/closest.js';
 import { joinField } from '../src/validation/schema-errors.js';
 import type { AreaServices } from '../src/runtime/services.js';
 import { firstUndecodable } from '../src/validation/undecodable.js';
+import { type bodyBytesReader, type StreamedText, Utf8Pieces } from './body-bytes.js';
 import { jsonSyntaxMessage } from '../src/validation/json-syntax.js';
 import { duplicateJsonKey, findUnstorableText, jsonTextMayHoldUnstorable, MAX_JSON_BODY_BYTES, MAX_JSON_DEPTH, overJsonLimits, scanJsonText, unstorableText } from '../src/validation/input-limits.js';
 import { nonCanonicalInteger, validate } from './validation.js';
@@ -32,10 +32,19 @@ export function koaPath(path: string): string {
 }
 
 /**
+ * How request bodies are read: `text`, the body parser (koa-body), hands a text body over whole as a latin1 string;
+ * `bytes` reads it as bytes as they arrive, for a route that declares `streamedBody` (same limit, same refusals).
+ */
+export interface BodyReaders {
+  text: Middleware;
+  bytes: ReturnType<typeof bodyBytesReader>;
+}
+
+/**
  * Mounts route declarations: authentication and the role gate in the order spec 1 fixes, the tenant
  * path check, the route's rate limit, validation of params, query and body, then the handler.
  */
-export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBody: Middleware): Router {
+export function mountRoutes(routes: RouteDecl[], services: AreaServices, readers: BodyReaders): Router {
   // Every method Node's parser lets through is one the router knows: one no declaration serves is
   // a 405 naming those that do (or a 404 on an unknown path), never @koa/router's bare 501 for a
   // method outside its short default list (TRACE, PROPFIND, …) with an empty Allow on unknown paths.
@@ -57,8 +66,9 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBod
         refuseUndeclaredQuery(decl, ctx.query);
         const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
         const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : {};
-        const body = decl.body ? validate(decl.body, await parseBody(ctx, decl, services, principal, readBody), 'body') : undefined;
-        const result = await decl.handler({ params, query, body, principal, services, ctx });
+        const read = decl.body ? await parseBody(ctx, decl, services, principal, readers) : undefined;
+        const body = decl.body ? validate(decl.body, read!.value, 'body') : undefined;
+        const result = await decl.handler({ params, query, body, principal, services, ctx, streamed: read?.streamed });
         if (result !== undefined) {
           ctx.body = result;
         }
@@ -227,14 +237,14 @@ export function declaredCharset(contentType: string | undefined): string | undef
 }
 
 /**
- * A text body as sent (koa-body hands it over as latin1, one character per byte) decoded in the
- * charset its Content-Type declares, UTF-8 when it declares none: bytes that are not valid in it are
- * a 400 naming `body` and the offset of the first, a charset the hub cannot decode (or an empty one,
- * or two) a 400 naming it (a route that takes UTF-8 only, as the CSV ingest, refuses other charsets itself).
+ * A text body's bytes decoded in the charset its Content-Type declares, UTF-8 when it declares none: bytes that are
+ * not valid in it are a 400 naming `body` and the offset of the first, a charset the hub cannot decode (or an empty
+ * one, or two) a 400 naming it (a route that takes UTF-8 only, as the CSV ingest, refuses other charsets itself).
+ * A body in UTF-8 here is at most a JSON or YAML body's 1 MiB, decoded at once; a route that takes larger ones
+ * streams them (`streamedBody`: Utf8Pieces decodes them as they arrive), and sends the bytes of another charset here,
+ * decoded a slice at a time.
  */
-async function textOf(ctx: Context, raw: unknown): Promise<unknown> {
-  if (typeof raw !== 'string') return raw;
-  const bytes = Buffer.from(raw, 'latin1');
+async function textOf(ctx: Context, bytes: Buffer): Promise<string> {
   const charset = declaredCharset(ctx.get('Content-Type')) ?? 'utf-8';
   let decoder: InstanceType<typeof TextDecoder>;
   try {
@@ -243,23 +253,7 @@ async function textOf(ctx: Context, raw: unknown): Promise<unknown> {
     throw new ValidationError(`body declares charset ${charset}, which the hub cannot decode`, 'body', 'send the body encoded as UTF-8 (Content-Type: …; charset=utf-8)');
   }
   try {
-    if (bytes.length <= DECODE_SLICE_BYTES) return decoder.decode(bytes);
-    // A body larger than a JSON body (the CSV ingest's, up to svc.http.body-limit) in slices, a turn of the event loop
-    // between two. UTF-8 checked whole first (a fast pass) and decoded by Node, slices cut between two characters:
-    // TextDecoder's streaming decode makes two-byte strings of ASCII, which every later pass reads at half the speed.
-    if (decoder.encoding === 'utf-8') {
-      if (!isUtf8(bytes)) throw new TypeError('not UTF-8');
-      let text = '';
-      // TextDecoder drops a leading byte order mark; so does this.
-      for (let at = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0; at < bytes.length; ) {
-        let end = Math.min(at + DECODE_SLICE_BYTES, bytes.length);
-        while (end < bytes.length && (bytes[end]! & 0xc0) === 0x80) end--; // not inside a character
-        text += bytes.toString('utf8', at, end);
-        at = end;
-        await turn();
-      }
-      return text;
-    }
+    if (bytes.length <= DECODE_SLICE_BYTES || decoder.encoding === 'utf-8') return decoder.decode(bytes);
     let text = '';
     for (let at = 0; at < bytes.length; at += DECODE_SLICE_BYTES) {
       text += decoder.decode(bytes.subarray(at, at + DECODE_SLICE_BYTES), { stream: true });
@@ -267,9 +261,63 @@ async function textOf(ctx: Context, raw: unknown): Promise<unknown> {
     }
     return text + decoder.decode();
   } catch {
-    const name = decoder.encoding === 'utf-8' ? 'UTF-8' : decoder.encoding;
-    throw new ValidationError(`body is not valid ${name}: an invalid byte sequence at byte offset ${firstUndecodable(decoder.encoding, bytes) ?? bytes.length}`, 'body', 'send the body encoded as UTF-8');
+    throw notDecodable(decoder.encoding, firstUndecodable(decoder.encoding, bytes) ?? bytes.length);
   }
+}
+
+/** The 400 for a body whose bytes are not valid in its charset (`encoding` as TextDecoder names it), from `offset` on. */
+function notDecodable(encoding: string, offset: number): ValidationError {
+  const name = encoding === 'utf-8' ? 'UTF-8' : encoding;
+  return new ValidationError(`body is not valid ${name}: an invalid byte sequence at byte offset ${offset}`, 'body', 'send the body encoded as UTF-8');
+}
+
+/** Whether a body is decoded as UTF-8: its Content-Type declares no charset, or UTF-8 (a charset refused is not). */
+function declaresUtf8(ctx: Context): boolean {
+  try {
+    return new TextDecoder(declaredCharset(ctx.get('Content-Type')) ?? 'utf-8').encoding === 'utf-8';
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A body as text, or as the body parser left it when it read none (another media type, no body); read by a
+ * `streamedBody` route in UTF-8, also in the pieces it was decoded in (`streamed`) and whether it holds a NUL, found
+ * as it was decoded (`nul`: it needs no search again).
+ */
+interface BodyText {
+  raw: unknown;
+  streamed?: StreamedText;
+  nul?: boolean;
+}
+
+/** The body read by the body parser, whole: a JSON or YAML body past MAX_JSON_BODY_BYTES refused before it is decoded. */
+async function readWholeBody(ctx: Context, types: string[], readBody: Middleware): Promise<BodyText> {
+  await readBody(ctx, async () => undefined);
+  const sent = (ctx.request as { body?: unknown }).body;
+  if (typeof sent !== 'string') return { raw: sent };
+  // koa-body hands text over as latin1, one character per byte: its length is the bytes sent, known before decoding them.
+  if (sent.length > MAX_JSON_BODY_BYTES && types.every(isJsonOrYaml)) throw jsonBodyTooLarge();
+  return { raw: await textOf(ctx, Buffer.from(sent, 'latin1')) };
+}
+
+/**
+ * The body read as bytes as they arrive (a route's `streamedBody`): in UTF-8, each chunk decoded once as it comes, so
+ * no step holds the event loop for the whole body (10 MB of text outside latin1, read by the body parser then
+ * decoded and searched, held it 45 to 190 ms);
+ * in another charset, the bytes kept and decoded once the body has ended. The same refusals, in the same order, as a
+ * body the parser reads.
+ */
+async function readStreamedBody(ctx: Context, types: string[], readBytes: BodyReaders['bytes']): Promise<BodyText> {
+  const pieces = declaresUtf8(ctx) ? new Utf8Pieces() : undefined;
+  const chunks: Buffer[] = [];
+  const bytes = await readBytes(ctx, (chunk) => (pieces ? pieces.write(chunk) : chunks.push(chunk)));
+  if (bytes === undefined) return { raw: undefined };
+  if (bytes > MAX_JSON_BODY_BYTES && types.every(isJsonOrYaml)) throw jsonBodyTooLarge();
+  if (!pieces) return { raw: await textOf(ctx, Buffer.concat(chunks)) };
+  const { text, nul, invalidAt } = pieces.end();
+  if (invalidAt !== undefined) throw notDecodable('utf-8', invalidAt);
+  return { raw: text, streamed: { pieces: pieces.pieces, bytes }, nul };
 }
 
 /** Bytes decoded between two turns of the event loop (a few milliseconds). */
@@ -314,13 +362,9 @@ async function readYamlBody(text: string, services: AreaServices, tenantId: numb
  * The body in the declared media types: JSON and YAML parsed here (the body parser hands over text),
  * with the nesting cap checked as they are read and unstorable text refused, naming its field.
  */
-async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined, readBody: Middleware): Promise<unknown> {
-  await readBody(ctx, async () => undefined);
-  const sent = (ctx.request as { body?: unknown }).body;
+async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined, readers: BodyReaders): Promise<{ value: unknown; streamed?: StreamedText }> {
   const types = decl.bodyTypes ?? ['application/json'];
-  // koa-body hands text over as latin1, one character per byte: its length is the bytes sent, known before decoding them.
-  if (typeof sent === 'string' && sent.length > MAX_JSON_BODY_BYTES && types.every(isJsonOrYaml)) throw jsonBodyTooLarge();
-  const raw = await textOf(ctx, sent);
+  const { raw, streamed, nul } = decl.streamedBody ? await readStreamedBody(ctx, types, readers.bytes) : await readWholeBody(ctx, types, readers.text);
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     const text = String(raw ?? '');
     if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
@@ -336,16 +380,17 @@ async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, 
       );
     }
     // JSON text written by JSON.stringify: no key twice in an object.
-    return readJsonBody(read.json, false);
+    return { value: readJsonBody(read.json, false) };
   }
   if (sentBody(ctx) && !ctx.is(...types)) {
     const sent = ctx.request.type ? `not ${ctx.request.type}` : 'the request names no Content-Type';
     throw new UnsupportedMediaType(`body must be ${types.join(' or ')} (${sent})`, `send Content-Type: ${types[0]}`);
   }
-  if (ctx.is(...JSON_TYPES) && typeof raw === 'string') return raw.trim() === '' ? {} : readJsonBody(raw, true);
+  if (ctx.is(...JSON_TYPES) && typeof raw === 'string') return { value: raw.trim() === '' ? {} : readJsonBody(raw, true) };
   const value = raw ?? {};
-  refuseUnstorable(value, 'body');
-  return value;
+  // Text decoded from UTF-8 holds no unpaired surrogate; a NUL found as it was decoded is refused as the search would.
+  refuseUnstorable(nul === undefined ? value : nul ? '\u0000' : '', 'body');
+  return { value, streamed };
 }
 
 /**

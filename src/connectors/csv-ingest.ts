@@ -10,12 +10,31 @@ import type { RunRecord } from './runs/ledger.js';
 import { extTableName, promoteColumnName } from './target/ddl.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
+/**
+ * A CSV body: its text, or its text in the pieces it was decoded in with its size in bytes (the route's body, read
+ * through its pieces: the text of 10 MB is never copied or measured whole in one turn of the event loop).
+ */
+export type CsvText = string | { pieces: readonly string[]; bytes: number };
+
 export interface CsvIngestRequest {
   connector: string;
   table: string;
   key: string;
-  csv: string;
+  csv: CsvText;
   triggeredBy: string;
+}
+
+/** A CSV text's pieces (one, for a text given whole). */
+export const csvPieces = (csv: CsvText): readonly string[] => (typeof csv === 'string' ? [csv] : csv.pieces);
+
+/** The first `chars` characters of a CSV text (of its first pieces: one may be empty, or hold a character). */
+function headOf(csv: CsvText, chars: number): string {
+  let head = '';
+  for (const piece of csvPieces(csv)) {
+    if (head.length >= chars) break;
+    head += piece.slice(0, chars - head.length);
+  }
+  return head;
 }
 
 /**
@@ -48,7 +67,7 @@ const CSV_SLICE_CHARS = 16 * 1024;
  * what is held is the records of one slice, never those of the whole text (10 MB of tiny rows are millions of
  * records, hundreds of MB). Left early (`return`), the parser is dropped.
  */
-async function* csvRecords(text: string, options: Options): AsyncGenerator<Array<Record<string, string>>> {
+async function* csvRecords(csv: CsvText, options: Options): AsyncGenerator<Array<Record<string, string>>> {
   const parser = new Parser(options);
   let records: Array<Record<string, string>> = [];
   parser.on('data', (record: Record<string, string>) => records.push(record));
@@ -63,13 +82,15 @@ async function* csvRecords(text: string, options: Options): AsyncGenerator<Array
     return slice;
   };
   try {
-    for (let at = 0; at < text.length && !parser.destroyed; ) {
-      // Slices of the text, each made bytes as it is written: a surrogate pair is never cut in two.
-      const end = pieceEnd(text, at, CSV_SLICE_CHARS);
-      parser.write(Buffer.from(text.slice(at, end)));
-      at = end;
-      await turn();
-      if (records.length > 0 && !parser.destroyed) yield taken();
+    for (const text of csvPieces(csv)) {
+      for (let at = 0; at < text.length && !parser.destroyed; ) {
+        // Slices of the text, each made bytes as it is written: a surrogate pair is never cut in two.
+        const end = pieceEnd(text, at, CSV_SLICE_CHARS);
+        parser.write(Buffer.from(text.slice(at, end)));
+        at = end;
+        await turn();
+        if (records.length > 0 && !parser.destroyed) yield taken();
+      }
     }
     if (!parser.destroyed) parser.end();
     await ended;
@@ -110,7 +131,7 @@ export async function ingestCsv(
   if (!/^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/.test(request.connector)) throw new ValidationError('connector must be a lower-case name (letters, digits, dashes)', 'connector');
   let header: string[] | undefined;
   const file = { transport: 'upload', connector: connectorLabel(tenantId, request.connector), tenant: String(tenantId) };
-  csvBytesReadTotal().inc(file, Buffer.byteLength(request.csv));
+  csvBytesReadTotal().inc(file, typeof request.csv === 'string' ? Buffer.byteLength(request.csv) : request.csv.bytes);
   try {
     // The header record (a quoted name may span lines): each name once, none empty, at most MAX_CSV_COLUMNS.
     const columns = (names: string[]): string[] => {
@@ -125,7 +146,7 @@ export async function ingestCsv(
       return names;
     };
     // An empty first line is a header of one empty name, not a line to skip.
-    if (/^\ufeff?[\r\n]/.test(request.csv)) columns(['']);
+    if (/^\ufeff?[\r\n]/.test(headOf(request.csv, 2))) columns(['']);
     // The whole body is parsed once before anything is stored, only to find what refuses it (a bad header, an unclosed
     // quote, a row of another number of fields, wherever it is): an ingest that is refused writes nothing. Every column
     // is skipped (`false`), so each record is an empty object, dropped at once, at half the cost of a row's; the same

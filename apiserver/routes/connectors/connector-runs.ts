@@ -1,4 +1,5 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
+import { csvPieces } from '../../../src/connectors/csv-ingest.js';
 import { NotFoundError, ValidationError } from '../../../src/errors.js';
 import { route, type RouteDecl } from '../../route.js';
 import { declaredCharset } from '../../router.js';
@@ -59,6 +60,7 @@ export const connectorRunRoutes: RouteDecl[] = [
       properties: { connector: { type: 'string' }, table: { type: 'string', description: '`ext.<name>` or `<name>`' }, key: { type: 'string', description: 'the identity column' } },
     },
     bodyTypes: ['text/csv'],
+    streamedBody: true,
     body: { type: 'string' },
     responses: {
       200: { description: 'The run', schema: runSchema },
@@ -66,17 +68,21 @@ export const connectorRunRoutes: RouteDecl[] = [
       409: { description: 'An ingest into the same connector and table is in flight: `{error, hint}` naming its run', schema: errorBody },
       ...refusals(true),
     },
-    handler: ({ services, principal, query, body, ctx }) => {
+    handler: ({ services, principal, query, body, ctx, streamed }) => {
       const tenantId = callerTenant(principal);
       // Rows are stored as UTF-8 text as sent: a body declared in another charset is refused, not converted.
       const charset = declaredCharset(ctx.get('Content-Type'));
       if (charset && !/^utf-?8$/i.test(charset)) throw new ValidationError(`the CSV body must be UTF-8; it was declared ${charset} (convert it, or send Content-Type: text/csv; charset=utf-8)`, 'body');
-      if (typeof body !== 'string' || !body.trim()) throw new ValidationError('body must be CSV text with a header line', 'body');
+      // Read through the pieces it was decoded in: the body of 10 MB is never copied whole (as a trim of it would).
+      const csv = streamed ?? body;
+      if (typeof body !== 'string' || csvPieces(csv).every((piece) => piece.trim() === '')) {
+        throw new ValidationError('body must be CSV text with a header line', 'body');
+      }
       return services.connectors.runs.ingestCsv(tenantId, {
         connector: query.connector,
         table: query.table,
         key: query.key,
-        csv: body,
+        csv,
         triggeredBy: `csv:${actor(principal)}`,
       });
     },
