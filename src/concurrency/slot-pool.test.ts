@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { SlotPool } from './slot-pool.js';
+import { PROGRESS_FACTOR, SlotPool } from './slot-pool.js';
 import { currentContext, runForTenant } from '../observability/context.js';
 import { trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
@@ -115,46 +115,74 @@ describe('slot pool', () => {
     expect(pool.offer('other', g.job('other'))).toBe(true);
   });
 
-  it('offerEach marks no key stalled whose jobs end during the wait, however full its queue stays: the next wait waits for room again', async () => {
+  it('offerEach marks no key stalled whose jobs end fast during the wait (PROGRESS_FACTOR times as many start as it runs), however full its queue stays: the next wait waits for room again', async () => {
     // A process short of CPU: the key's jobs end, but too slowly for the whole offer to fit in the wait.
     const pool = new SlotPool(10, 1, 2);
     const g = gate();
     for (let i = 0; i < 3; i++) pool.offer('k', g.job('k')); // 1 running, 2 queued
-    const waiting = pool.offerEach('k', 5, () => g.job('k'), 200);
-    await tick();
-    g.releases[0]!(); // its one running job ends during the wait: one taken
-    expect(await waiting).toBe(1);
+    const waiting = pool.offerEach('k', 2 * PROGRESS_FACTOR, () => g.job('k'), 400);
+    // PROGRESS_FACTOR of its jobs end during the wait, one after the other: as many taken.
+    for (let i = 0; i < PROGRESS_FACTOR; i++) {
+      await tick();
+      g.releases[i]!();
+    }
+    expect(await waiting).toBe(PROGRESS_FACTOR);
     // Full again at the end of the wait, but it made progress: not stalled, this call waits for room.
-    expect(await offerOneAsRoomFrees(pool, g, 1)).toBe(1);
+    expect(await offerOneAsRoomFrees(pool, g, PROGRESS_FACTOR)).toBe(1);
+  });
+
+  it('offerEach marks a key stalled whose jobs end during the wait but fewer than PROGRESS_FACTOR times as many as it runs (a slow endpoint): the next waits are refused at once', async () => {
+    // Each job takes a good share of the wait: the key answers, but would hold every wait whole.
+    const pool = new SlotPool(10, 1, 2);
+    const g = gate();
+    for (let i = 0; i < 3; i++) pool.offer('k', g.job('k')); // 1 running, 2 queued
+    const waiting = pool.offerEach('k', 2 * PROGRESS_FACTOR, () => g.job('k'), 400);
+    for (let i = 0; i < PROGRESS_FACTOR - 1; i++) {
+      await tick();
+      g.releases[i]!();
+    }
+    expect(await waiting).toBe(PROGRESS_FACTOR - 1);
+    // Stalled: the next wait is refused at once, though its jobs go on ending.
+    const patience = 2_000;
+    const again = Date.now();
+    const next = pool.offerEach('k', 1, () => g.job('k'), patience);
+    g.releases[PROGRESS_FACTOR - 1]!();
+    expect(await next).toBe(0);
+    expect(Date.now() - again).toBeLessThan(patience / 4);
   });
 
   it('a stalled key is waited for again as soon as it progresses, though its queue is kept full; a trickle keeps it stalled', async () => {
     const pool = new SlotPool(10, 2, 8);
     const g = gate();
     for (let i = 0; i < 10; i++) pool.offer('k', g.job('k')); // 2 running, 8 queued
-    const windowMs = 100;
+    const windowMs = 300;
     expect(await pool.offerEach('k', 1, () => g.job('k'), windowMs)).toBe(0); // nothing ended: stalled
-    expect(await pool.offerEach('k', 1, () => g.job('k'), 5_000)).toBe(0); // refused at once
-    // One of its two jobs ends, then another more than a wait later: each refilled at once (as the
-    // consumer's next batches do), the queue never half empty. Fewer ended within a wait than ran: still stalled.
-    g.releases[0]!();
-    await tick();
-    expect(pool.offer('k', g.job('k'))).toBe(true);
+    const refused = async () => {
+      const again = Date.now();
+      expect(await pool.offerEach('k', 1, () => g.job('k'), 5_000)).toBe(0);
+      expect(Date.now() - again).toBeLessThan(1_000);
+    };
+    await refused();
+    /** Its `i`-th job ends and its place is refilled at once (as the consumer's next batches do): the queue is never half empty. */
+    const endAndRefill = async (i: number) => {
+      g.releases[i]!();
+      await tick();
+      expect(pool.offer('k', g.job('k'))).toBe(true);
+    };
+    // One of its two jobs ends, then another more than a wait later: still stalled.
+    await endAndRefill(0);
     await tick(windowMs * 1.5);
-    g.releases[1]!();
-    await tick();
-    expect(pool.offer('k', g.job('k'))).toBe(true);
-    const again = Date.now();
-    expect(await pool.offerEach('k', 1, () => g.job('k'), 5_000)).toBe(0);
-    expect(Date.now() - again).toBeLessThan(1_000);
-    // Two end within a wait: it answers again, and the next wait waits for room.
-    g.releases[2]!();
-    g.releases[3]!();
-    await tick();
-    expect(pool.offer('k', g.job('k'))).toBe(true);
-    expect(pool.offer('k', g.job('k'))).toBe(true);
+    await endAndRefill(1);
+    await refused();
+    // More than a wait later, PROGRESS_FACTOR × 2 (it ran two) end within a wait: one short of them, still stalled.
+    await tick(windowMs * 1.5);
+    const needed = PROGRESS_FACTOR * 2;
+    for (let i = 2; i < 2 + needed - 1; i++) await endAndRefill(i);
+    await refused();
+    // The last of them: it answers fast again, and the next wait waits for room.
+    await endAndRefill(2 + needed - 1);
     expect(pool.offer('k', g.job('k'))).toBe(false); // full
-    expect(await offerOneAsRoomFrees(pool, g, 4)).toBe(1);
+    expect(await offerOneAsRoomFrees(pool, g, 2 + needed)).toBe(1);
   });
 
   it('offerEach takes its jobs in order, each as soon as a queued job of the key starts, making none before there is room for it', async () => {

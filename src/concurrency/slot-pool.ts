@@ -10,15 +10,18 @@ import { inCurrentContext } from '../observability/context.js';
  * robin); a key whose group is at its cap waits (its jobs stay queued, not started) and the other
  * groups' keys go first. A key's queue is bounded too: a job offered to a full queue is refused (or,
  * with `offerEach`, waits a moment for room), and the caller decides what then (a delivery is left to
- * the retry sweep). A key whose queue stayed full for a whole wait and that made no progress
- * during it (`offerEach`: fewer of its queued jobs started than it had running, so its jobs take
- * longer than the wait) is marked stalled: further waits are refused at once, so one endpoint that
- * does not answer costs the caller one wait, not one per job. It is stalled until it makes progress
- * again (as many of its queued jobs start within one such wait) or its queue is half empty. A key
- * whose jobs do end within the wait is never marked, however full its queue stays: each wait for it
- * is bounded by its own length, and a slow process (a machine short of CPU) is not taken for a stuck
- * key. A queued job runs in the async context it was offered in (src/observability/context.ts
- * `inCurrentContext`), not in that of the job whose end starts it.
+ * the retry sweep). A key whose queue stayed full for a whole wait is marked stalled (`offerEach`)
+ * unless it made progress during it: at least PROGRESS_FACTOR × max(1, jobs it had running) of its
+ * queued jobs started within the wait, that is its jobs end on average within 1/PROGRESS_FACTOR of
+ * the wait. Further waits on a stalled key are refused at once, so a key whose jobs hang, or take
+ * more than that share of the wait each, costs the caller one wait, not one per batch of offers.
+ * It is stalled until it makes that progress again (PROGRESS_FACTOR × max(1, jobs it had running
+ * when marked) of its queued jobs start within one such wait) or its queue is half empty. A key
+ * whose jobs end that fast is never marked, however full its queue stays: each wait for it is
+ * bounded by its own length, and a slow process (a machine short of CPU, whose fast jobs still end
+ * in milliseconds) is not taken for a stuck key. A queued job runs in the async context it was
+ * offered in (src/observability/context.ts `inCurrentContext`), not in that of the job whose end
+ * starts it.
  */
 
 type Job = () => Promise<void>;
@@ -36,8 +39,9 @@ interface Lane {
 }
 
 /**
- * A stalled key's way back: `needed` of its queued jobs starting within `windowMs` (the wait that
- * marked it), counted from `windowAt` (performance.now()) on.
+ * A stalled key's way back: `needed` (PROGRESS_FACTOR × max(1, jobs running when marked)) of its
+ * queued jobs starting within `windowMs` (the wait that marked it), counted from `windowAt`
+ * (performance.now()) on.
  */
 interface Stall {
   needed: number;
@@ -49,6 +53,20 @@ interface Stall {
 interface Feeder {
   /** Offers what fits now (or gives up, the key stalled or the pool cleared). */
   room(): void;
+}
+
+/**
+ * How many times its running jobs a full key must start within one wait not to be marked stalled
+ * (or to be taken back): a fast endpoint on a starved machine still ends attempts in milliseconds,
+ * many times a wait; an endpoint taking over a quarter of the wait per attempt is slow enough to
+ * hand its rows to the sweep, rather than hold every batch (and every other key's next jobs) a
+ * whole wait for as long as its backlog lasts.
+ */
+export const PROGRESS_FACTOR = 4;
+
+/** The queued jobs a full key must start within one wait to count as progressing (see PROGRESS_FACTOR). */
+function progressNeeded(lane: Lane): number {
+  return PROGRESS_FACTOR * Math.max(1, lane.running);
 }
 
 export class SlotPool {
@@ -93,10 +111,9 @@ export class SlotPool {
    * Offers `count` jobs of one key in order, `make(i)` making the i-th only once there is room for it
    * (undefined: no more to offer): as many as fit now, then each as soon as a queued job of the key
    * starts, for up to `waitMs` in all, unless the key is stalled (then none waits). A key whose queue
-   * is still full when the wait runs out is marked stalled if it made no progress meanwhile: fewer of
-   * its queued jobs started during the wait than it had running when the wait began (at least one).
-   * Resolves with how many were taken: the first
-   * ones, the rest not made. The jobs are made and run in the context current at the call (as
+   * is still full when the wait runs out is marked stalled if it made too little progress meanwhile:
+   * fewer of its queued jobs started during the wait than PROGRESS_FACTOR × max(1, jobs it had
+   * running when the wait began). Resolves with how many were taken: the first ones, the rest not made. The jobs are made and run in the context current at the call (as
    * `offer`'s), whenever the room comes. One timer and one promise per call, none per job: a drain
    * offers thousands of jobs a second to a full queue, one at a time as its room frees.
    */
@@ -117,9 +134,10 @@ export class SlotPool {
       return ended || taken >= count;
     };
     if (fill() || lane.stall || waitMs <= 0) return Promise.resolve(taken);
-    // Progress during the wait: as many queued jobs started as ran when it began (its jobs end within the wait).
+    // Progress during the wait: PROGRESS_FACTOR times as many queued jobs started as ran when it
+    // began (its jobs end on average within 1/PROGRESS_FACTOR of the wait).
     const startedBefore = lane.started;
-    const needed = Math.max(1, lane.running);
+    const needed = progressNeeded(lane);
     return new Promise((resolve) => {
       let done = false;
       let filling = false;
@@ -131,9 +149,9 @@ export class SlotPool {
         resolve(taken);
       };
       const timer = setTimeout(() => {
-        // Full at the end of the wait and no progress during it: stalled, until it progresses again.
+        // Full at the end of the wait and too little progress during it: stalled, until it progresses again.
         if (!fill() && !lane.stall && lane.started - startedBefore < needed) {
-          lane.stall = { needed: Math.max(1, lane.running), windowMs: waitMs, windowAt: performance.now(), starts: 0 };
+          lane.stall = { needed: progressNeeded(lane), windowMs: waitMs, windowAt: performance.now(), starts: 0 };
         }
         finish();
       }, waitMs);
@@ -238,7 +256,7 @@ export class SlotPool {
 
   /**
    * A queued job of a stalled key started: the key is stalled no more once its queue is half empty,
-   * or once `needed` of its queued jobs started within one wait (it answers again: a queue the
+   * or once `needed` of its queued jobs started within one wait (it answers fast again: a queue the
    * caller keeps refilling may never get half empty).
    */
   private progressed(lane: Lane, stall: Stall): void {

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import type { QueryOptions, Tx } from '../db/database.js';
-import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
+import { type Behaviour, type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { Config } from '../config/config.js';
@@ -12,7 +12,7 @@ import { listForTenant, writeBack, writeBackMany } from './journal.js';
 import { registerSecret } from '../observability/logger.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch, RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
-import { SlotPool } from '../concurrency/slot-pool.js';
+import { PROGRESS_FACTOR, SlotPool } from '../concurrency/slot-pool.js';
 import { WebhookSender } from './sender.js';
 import { IntegrationService } from './service.js';
 import { createWebhookServices } from './services.js';
@@ -73,6 +73,69 @@ async function events(ids: number[]): Promise<OutboxEvent[]> {
 async function rowsOf(integrationId: number) {
   const { rows } = await t.owner.query('select id, event_id, kind, attempts, lease_token, lease_until, closed_reason from hub.deliveries where integration_id = $1 order by id', [integrationId]);
   return rows as Array<{ id: number; event_id: number; kind: string; attempts: number; lease_token: string | null; lease_until: Date | null; closed_reason: string | null }>;
+}
+
+/** Tenant 2's events for orgs `from`, `from + 1`, … (`n` of them), as the consumer would hand them over. */
+async function emitBatch(n: number, from: number): Promise<OutboxEvent[]> {
+  const ids: number[] = [];
+  for (let k = 0; k < n; k++) ids.push(await emit(2, from + k));
+  return events(ids);
+}
+
+/** Rows of the batch's events left to the retry sweep (lease given back, never attempted) for one integration. */
+async function leftToSweep(batch: OutboxEvent[], integrationId: number): Promise<number> {
+  const { rows } = await t.owner.query<{ n: number }>(
+    'select count(*)::int as n from hub.deliveries where integration_id = $1 and event_id = any($2::bigint[]) and lease_token is null and attempts = 0',
+    [integrationId, batch.map((e) => e.id)],
+  );
+  return rows[0]!.n;
+}
+
+let drained = 0;
+
+/**
+ * A drain against real endpoints: tenant 2's integrations `names` (cliff-<path>, the only ones of
+ * tenant 2 matching its events) sending to a receiver that answers path /<path> as `behave` says,
+ * a real worker (one attempt at a time per integration, 30 queued at most) and a consumer waiting
+ * `waitMs` per batch for room. Batches of `sizes` events are read before the first is handled
+ * (nothing but the consumer between them); `check` gets the integrations, the batches and how long
+ * each took to handle, while the worker still runs.
+ */
+async function drain(
+  names: string[],
+  behave: (path: string) => Behaviour,
+  waitMs: number,
+  sizes: number[],
+  check: (integrations: Array<{ id: number }>, batches: OutboxEvent[][], took: number[]) => Promise<void>,
+): Promise<void> {
+  // Only this drain's integrations match its events.
+  await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
+  const endpoints = await startReceiver(behave);
+  const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 60_000, userAgent: 'test' }), pool: new SlotPool(8, 1, 30), leaseMs: 60_000 });
+  const consumer = new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100, queueWaitMs: waitMs });
+  try {
+    const integrations = await Promise.all(
+      names.map((name) => t.db.withTenant(2, (tx) => createIntegration(tx, { name, targetUrl: `${endpoints.url}/${name.slice(6)}`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules))),
+    );
+    const batches: OutboxEvent[][] = [];
+    for (const n of sizes) {
+      batches.push(await emitBatch(n, 300 + drained));
+      drained += n;
+    }
+    const took: number[] = [];
+    for (const b of batches) {
+      const began = performance.now();
+      expect(await consumer.handleBatch(b)).toBe(names.length * b.length);
+      took.push(performance.now() - began);
+    }
+    await check(integrations, batches, took);
+  } finally {
+    await worker.stop();
+    await endpoints.close();
+    // Nothing of this drain for the sweeps of the next tests.
+    await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2 and name = any($1)', [names]);
+    await t.owner.query('delete from hub.deliveries where integration_id in (select id from hub.integrations where tenant_id = 2 and name = any($1))', [names]);
+  }
 }
 
 describe('the consumer', () => {
@@ -165,42 +228,13 @@ describe('the consumer', () => {
     }
   });
 
-  it('an endpoint whose attempts end during the wait stays on the fast path batch after batch (a process short of CPU is not a stuck endpoint); one that hangs costs one wait, then none', async () => {
-    // Only this test's integrations match its events.
-    await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
-    // Each answer a tenth of the wait: the endpoint keeps answering, but fewer rows than a batch
-    // brings fit in one wait (as in a drain on a machine short of CPU); the other never answers.
+  it('an endpoint whose attempts end fast during the wait stays on the fast path batch after batch (a process short of CPU is not a stuck endpoint); one that hangs costs one wait, then none', async () => {
+    // Each answer a tenth of the wait (well within the 1/PROGRESS_FACTOR of it that counts as
+    // progress): the endpoint keeps answering, but fewer rows than a batch brings fit in one wait (as
+    // in a drain on a machine short of CPU); the other never answers.
     const waitMs = 600;
-    const endpoints = await startReceiver((path) => (path === '/stuck' ? 'hang' : { status: 200, body: 'ok', delayMs: waitMs / 10 }));
-    // One attempt at a time per integration, 30 queued at most: room frees a tenth of a wait apart.
-    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 60_000, userAgent: 'test' }), pool: new SlotPool(8, 1, 30), leaseMs: 60_000 });
-    const consumer = new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100, queueWaitMs: waitMs });
-    const names = ['cliff-steady', 'cliff-stuck'];
-    try {
-      const [steady, stuck] = await Promise.all(
-        names.map((name) => t.db.withTenant(2, (tx) => createIntegration(tx, { name, targetUrl: `${endpoints.url}/${name.slice(6)}`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules))),
-      );
-      const batch = async (n: number, from: number) => {
-        const ids: number[] = [];
-        for (let k = 0; k < n; k++) ids.push(await emit(2, from + k));
-        return events(ids);
-      };
-      /** Rows of the batch's events left to the retry sweep (lease given back, never attempted), per integration. */
-      const leftToSweep = async (b: OutboxEvent[], integrationId: number) => {
-        const { rows } = await t.owner.query<{ n: number }>(
-          'select count(*)::int as n from hub.deliveries where integration_id = $1 and event_id = any($2::bigint[]) and lease_token is null and attempts = 0',
-          [integrationId, b.map((e) => e.id)],
-        );
-        return rows[0]!.n;
-      };
-      // The batches are read before the first is handled: nothing but the consumer between them.
-      const batches = [await batch(60, 300), await batch(2, 400), await batch(2, 500)];
-      const took: number[] = [];
-      for (const b of batches) {
-        const began = performance.now();
-        expect(await consumer.handleBatch(b)).toBe(2 * b.length);
-        took.push(performance.now() - began);
-      }
+    expect(waitMs / 10).toBeLessThan(waitMs / PROGRESS_FACTOR / 2);
+    await drain(['cliff-steady', 'cliff-stuck'], (path) => (path === '/stuck' ? 'hang' : { status: 200, body: 'ok', delayMs: waitMs / 10 }), waitMs, [60, 2, 2], async ([steady, stuck], batches, took) => {
       // The first batch waited for both (neither fits): a wait and no more, rows of each left to the sweep.
       expect(took[0]).toBeGreaterThanOrEqual(waitMs * 0.9);
       expect(took[0]).toBeLessThan(waitMs * 2.5);
@@ -213,13 +247,20 @@ describe('the consumer', () => {
         expect(await leftToSweep(b, stuck!.id)).toBe(2);
       }
       expect(Math.max(...took.slice(1))).toBeLessThan(waitMs);
-    } finally {
-      await worker.stop();
-      await endpoints.close();
-      // Nothing of this test for the sweeps of the next ones.
-      await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2 and name = any($1)', [names]);
-      await t.owner.query('delete from hub.deliveries where integration_id in (select id from hub.integrations where tenant_id = 2 and name = any($1))', [names]);
-    }
+    });
+  });
+
+  it('an endpoint that answers, but takes half the wait per attempt, costs the consumer one wait, then none while its queue stays full: its rows go to the retry sweep', async () => {
+    // Two attempts end per wait, fewer than the PROGRESS_FACTOR it must start to count as progressing.
+    const waitMs = 600;
+    await drain(['cliff-slow'], () => ({ status: 200, body: 'ok', delayMs: waitMs / 2 }), waitMs, [60, 5, 5, 5], async ([slow], batches, took) => {
+      expect(took[0]).toBeGreaterThanOrEqual(waitMs * 0.9);
+      expect(took[0]).toBeLessThan(waitMs * 2.5);
+      expect(await leftToSweep(batches[0]!, slow!.id)).toBeGreaterThan(0);
+      // The next batches wait for it no more, though it answers: what finds no room goes to the sweep at once.
+      for (const b of batches.slice(1)) expect(await leftToSweep(b, slow!.id)).toBeGreaterThan(0);
+      expect(Math.max(...took.slice(1))).toBeLessThan(waitMs / 2);
+    });
   });
 
   it('records each (event, integration) once, however often the batch is read again', async () => {

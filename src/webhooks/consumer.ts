@@ -77,9 +77,10 @@ function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string
 
 /**
  * How long a batch of the consumer waits, in all, for room in full, not stalled, integration queues
- * before leaving their first attempts to the sweep. An integration whose attempts did not end during
- * a whole wait is stalled (SlotPool): the next batches leave its first attempts to the sweep at once,
- * until its attempts end again; one whose attempts do end is waited for again by the next batch.
+ * before leaving their first attempts to the sweep. An integration whose queue stayed full for a whole
+ * wait while fewer of its queued attempts started than PROGRESS_FACTOR times those it had running is
+ * stalled (SlotPool): the next batches leave its first attempts to the sweep at once, until that many
+ * start within one wait again; one whose attempts end that fast is waited for again by the next batch.
  */
 const QUEUE_WAIT_MS = 1_000;
 
