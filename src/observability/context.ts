@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { context as otelContext } from '@opentelemetry/api';
+import { type Context as OtelContext, context as otelContext } from '@opentelemetry/api';
 
 /** What the current request or background unit of work is about; every log line carries it. */
 export interface WorkContext {
@@ -49,15 +49,23 @@ export function carryIntoQueuedJobs<S>(store: AsyncLocalStorage<S>): void {
  */
 export function inCurrentContext<T>(fn: () => T): () => T {
   const traced = otelContext.active();
+  // One closure per call, the stores' values in an array and entered by `enter` (a function of the
+  // module, given its arguments through `run`): not a closure per store, each of which costs the
+  // source checkout's transform (tsx) a property definition, on every job of every pool.
+  const values = carried.map((store) => store.getStore());
+  return () => enter(values.length - 1, values, traced, fn);
+}
+
+/**
+ * Runs `fn` inside the stores `carried[0..k]` set to `values[0..k]` (the outermost the last one
+ * registered, as the closures of earlier code nested them), then OpenTelemetry's `traced` context.
+ * Only the stores registered when the values were taken (`values.length`): `carried` only grows.
+ */
+function enter<T>(k: number, values: unknown[], traced: OtelContext, fn: () => T): T {
   // Entered only when it is not the active one then (never with tracing off: the no-op manager's
   // context is always the root one): entering the active context again changes nothing.
-  let call = () => (otelContext.active() === traced ? fn() : otelContext.with(traced, fn));
-  for (const store of carried) {
-    const value = store.getStore();
-    const inner = call;
-    call = () => store.run(value, inner);
-  }
-  return call;
+  if (k < 0) return otelContext.active() === traced ? fn() : otelContext.with(traced, fn);
+  return carried[k]!.run(values[k], enter, k - 1, values, traced, fn) as T;
 }
 
 /** Runs fn with ctx merged over the surrounding context. */
