@@ -187,11 +187,17 @@ export class WebhookConsumer {
          returning id, tenant_id, kind, event_id, event_type, attempts, integration_id
        )
        ${cursor ? `, moved as (${advanceSql(5)} returning 1)` : ''}
+       -- The integrations of the rows recorded, each read once (with its tenant's state): joined to
+       -- the rows directly, the integration and the tenant were looked up again for every row.
+       , recorded_integrations as materialized (
+         select i.id, i.target_url, i.auth_mode, i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled,
+                i.deleted_at is not null as deleted, i.standard_webhooks, ${TENANT_ACTIVE_SQL}
+           from hub.integrations i where i.id in (select integration_id from inserted)
+       )
        select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.attempts, d.integration_id, i.target_url, i.auth_mode,
-              i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted_at is not null as deleted, i.standard_webhooks,
-              ${TENANT_ACTIVE_SQL}
+              i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted, i.standard_webhooks, i.tenant_active
          from (select inserted.*, row_number() over (partition by integration_id) as nth from inserted) d
-         left join hub.integrations i on i.id = d.integration_id and d.nth = 1`,
+         left join recorded_integrations i on i.id = d.integration_id and d.nth = 1`,
       [arrayLiteral(events.map((e) => e.id)), arrayLiteral(bodies), this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
     const rows = claimedRows(recorded, events, bodies);
