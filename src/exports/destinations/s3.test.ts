@@ -71,6 +71,33 @@ async function failure(promise: Promise<unknown>): Promise<unknown> {
   );
 }
 
+/**
+ * A multipart publication (5 MiB and a byte, parts of 5 MiB) through a commit relay whose
+ * CompleteMultipartUpload has no answer within requestTimeoutMs (1 s): its answer is held
+ * (`answer`: S3 completes the upload), or the request itself (`request`: S3 gets it once
+ * `release()`d). `check` is given the publication's failure; the relay is closed after it.
+ */
+async function completeUnanswered(
+  hold: 'answer' | 'request',
+  check: (seen: { err: PublishError; key: string; bytes: Buffer; from: number; endpoint: string; release(): void }) => Promise<void>,
+): Promise<void> {
+  const relay = await startCommitRelay(s3.endpoint, BUCKET);
+  const key = freshKey();
+  const held = hold === 'answer' ? relay.hold(key, true) : relay.holdRequest(key, true);
+  try {
+    const bytes = randomBytes(5 * MiB + 1);
+    const from = s3.requests.length;
+    const err = (await failure(
+      destination(key, { endpoint: relay.endpoint, partSize: 5 * MiB, requestTimeoutMs: 1_000 }).publish(bodyOf(bytes), { digest: () => sha256(bytes) }),
+    )) as PublishError;
+    expect(err).toBeInstanceOf(PublishError);
+    await check({ err, key, bytes, from, endpoint: relay.endpoint, release: held.release });
+  } finally {
+    held.release();
+    await relay.close();
+  }
+}
+
 describe('S3Destination against fauxqs', () => {
   it('publishes a body up to partSize as one conditional PUT carrying the SHA-256 as x-amz-meta-svc-sha256', async () => {
     const key = freshKey();
@@ -576,29 +603,37 @@ describe('S3Destination against fauxqs', () => {
   });
 
   it('a CompleteMultipartUpload unanswered after requestTimeoutMs: its abort then finds the upload gone (404), and the reason says the file was most likely published, naming nothing left behind', async () => {
-    const relay = await startCommitRelay(s3.endpoint, BUCKET);
-    const key = freshKey();
-    const held = relay.hold(key, true);
-    try {
-      const bytes = randomBytes(5 * MiB + 1);
-      const from = s3.requests.length;
-      const err = (await failure(
-        destination(key, { endpoint: relay.endpoint, partSize: 5 * MiB, requestTimeoutMs: 1_000 }).publish(bodyOf(bytes), { digest: () => sha256(bytes) }),
-      )) as PublishError;
-      expect(err).toBeInstanceOf(PublishError);
+    await completeUnanswered('answer', async ({ err, key, bytes, from, endpoint }) => {
       // Was: "...: the file may have been published. Retry it: ...; the incomplete multipart upload
       // ID could not be aborted (HTTP 404)", an upload that did not exist named as left behind.
       expect(err.reason).toBe(
-        `the answer to the request publishing s3://${BUCKET}/${key} did not come from ${relay.endpoint} (no answer within 1000 ms (requestTimeout), the request sent once), and the multipart upload was gone when it was then aborted (HTTP 404): the file was most likely published. Retry it: a collision on retry means it was`,
+        `the answer to the request publishing s3://${BUCKET}/${key} did not come from ${endpoint} (no answer within 1000 ms (requestTimeout), the request sent once), and the multipart upload was gone when it was then aborted (HTTP 404): the file was most likely published. Retry it: a collision on retry means it was`,
       );
       expect(err.leftover).toBeUndefined();
       expect(requestsSince(from).slice(-2)).toEqual([`POST /${BUCKET}/${key} (multipart)`, `DELETE /${BUCKET}/${key} (multipart)`]);
       expect(s3.getObject(BUCKET, key)?.body.equals(bytes)).toBe(true);
       expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
-    } finally {
-      held.release();
-      await relay.close();
-    }
+    });
+  }, 30_000);
+
+  it('a CompleteMultipartUpload unanswered after requestTimeoutMs whose abort then succeeds: the reason says the file was not published (the Complete, reaching S3 after the abort, is refused NoSuchUpload)', async () => {
+    // The Complete is held on its way: S3 has not completed the upload when the abort comes.
+    await completeUnanswered('request', async ({ err, key, from, endpoint, release }) => {
+      // Was: "…: the file may have been published. Retry it: a collision on retry means it was", for
+      // an upload S3 had aborted (204), which can no longer be completed.
+      expect(err.reason).toBe(
+        `the answer to the request publishing s3://${BUCKET}/${key} did not come from ${endpoint} (no answer within 1000 ms (requestTimeout), the request sent once), and the multipart upload was then aborted, which S3 confirmed: an aborted upload is never completed, so the file was not published. Retry it`,
+      );
+      expect(err.leftover).toBeUndefined();
+      expect(s3.requests.slice(from).find((r) => r.method === 'DELETE')?.status).toBe(204);
+      expect(s3.listMultipartUploads(BUCKET).filter((u) => u.key === key)).toEqual([]);
+      // The Complete reaches S3 now, after the abort: refused, and no object is made.
+      release();
+      const complete = () => s3.requests.slice(from).find((r) => r.method === 'POST' && r.url.includes('uploadId=') && r.status !== undefined);
+      await until('the held CompleteMultipartUpload answered', () => complete() !== undefined);
+      expect(complete()!.status).toBe(404);
+      expect(s3.getObject(BUCKET, key)).toBeUndefined();
+    });
   }, 30_000);
 
   it('names the endpoint when nothing answers there', async () => {

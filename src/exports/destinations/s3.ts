@@ -325,6 +325,12 @@ export class S3Destination implements Destination {
         const what = failure instanceof MaybePublished ? failure.what : failure.reason;
         failure = new PublishError('publication', `${what}, and the multipart upload was gone when it was then aborted (HTTP 404): the file was most likely published. ${RETRY_PUBLISHED}`);
       }
+      // Aborted after its CompleteMultipartUpload's answer was missed: the upload was still open, so
+      // that Complete had not completed it, and an aborted upload never is (S3 answers a Complete
+      // coming after the abort 404 NoSuchUpload). Nothing was published.
+      if (aborted === 'aborted' && completing && failure instanceof MaybePublished) {
+        failure = new PublishError('publication', `${failure.what}, and the multipart upload was then aborted, which S3 confirmed: an aborted upload is never completed, so the file was not published. Retry it`);
+      }
       throw outcome(watch, signal, failure, left);
     } finally {
       watch.release();
