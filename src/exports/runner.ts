@@ -16,7 +16,7 @@ import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
 import { LeftBehind, PublishError } from './destinations/destination.js';
 import { shapeOf } from './entity-shape.js';
-import { checkAgainstEntity } from './manifest/validate.js';
+import { bareHost, checkAgainstEntity, storedAddressIssue } from './manifest/validate.js';
 import {
   ALREADY_DELIVERED,
   type Claim,
@@ -616,11 +616,15 @@ export class ExportRunner {
       return value;
     };
     const d = spec.destination;
+    // Stored before apply refused it (a user, a port or a query in the address): fails before any
+    // secret is read or connection made, naming the field, never quoting the value.
+    const refused = storedAddressIssue(d);
+    if (refused) throw new RunFailure('definition', `${refused.message}; it was stored before apply refused it, and nothing was sent: fix the export and apply it again`, 'tenant');
     // The SSH and S3 clients load on first use: a process that never exports does not pay for them at start.
     if (d.kind === 'sftp') {
       const { SftpDestination } = await import('./destinations/sftp.js');
       const credential = d.password_env ? { password: await need('password_env', d.password_env) } : { privateKey: await need('key_env', d.key_env!) };
-      return new SftpDestination({ host: d.host, port: d.port, user: d.user, path: resolveTokens(d.path, artifactTime), hostKeyFingerprint: d.host_key_fingerprint, egress: this.options.egress, ...credential });
+      return new SftpDestination({ host: bareHost(d.host), port: d.port, user: d.user, path: resolveTokens(d.path, artifactTime), hostKeyFingerprint: d.host_key_fingerprint, egress: this.options.egress, ...credential });
     }
     const { S3Destination } = await import('./destinations/s3.js');
     const key = objectKey(d.prefix, d.filename, artifactTime);

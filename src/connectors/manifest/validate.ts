@@ -384,7 +384,7 @@ function eachString(value: unknown, field: string, visit: (text: string, field: 
  * address from its parts), and it would be stored and shown wherever base_url is: refused, the
  * text not quoted back, as a webhook's targetUrl is.
  */
-function hasUserinfo(text: string): boolean {
+export function hasUserinfo(text: string): boolean {
   if (typeof text !== 'string') return false;
   const url = new URL(text);
   return url.username !== '' || url.password !== '' || /^[a-z][a-z0-9+.-]*:\/\/[^/?#\\]*@/i.test(text);

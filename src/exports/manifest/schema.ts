@@ -43,7 +43,7 @@ const destination: Schema = {
   description: 'Where the file goes: `kind: sftp` (host, port, user, path, key_env or password_env, host_key_fingerprint) or `kind: s3` (bucket, prefix, filename, region, endpoint, access_key_env, secret_key_env).',
   properties: {
     kind: { type: 'string', enum: ['sftp', 's3'] },
-    host: { type: 'string', minLength: 1, maxLength: 253, description: 'sftp: the server\'s host name or address.' },
+    host: { type: 'string', minLength: 1, maxLength: 253, description: 'sftp: the server\'s host name or IP address as ssh takes it: a DNS name, or an IP address with an IPv6 one bare (`2001:db8::1`, no brackets); the user, the port and the path go in their own fields.' },
     port: { type: 'integer', minimum: 1, maximum: 65535, description: 'sftp: default 22.' },
     user: { type: 'string', minLength: 1, maxLength: 255, description: 'sftp: the login.' },
     path: { type: 'string', minLength: 1, maxLength: 1024, description: `sftp: the remote file path; its directory must exist. A name in it longer than 255 bytes of UTF-8 once its tokens resolve is warned of at apply (most file systems refuse it). ${withTokens}` },
@@ -63,7 +63,7 @@ const destination: Schema = {
       { type: 'string', pattern: '^[a-z0-9][a-z0-9-]{0,63}$', description: 's3: default `eu-west-3` (lower-case letters, digits and hyphens, as `us-east-1`).' },
       'must be a region name: lower-case letters, digits and hyphens (eu-west-3, us-east-1)',
     ),
-    endpoint: { type: 'string', minLength: 1, maxLength: 2048, description: 's3: the URL of an S3-compatible store (path-style addressing); omit for AWS.' },
+    endpoint: { type: 'string', minLength: 1, maxLength: 2048, description: 's3: the http or https URL of an S3-compatible store (path-style addressing), without credentials, query or fragment; omit for AWS.' },
     access_key_env: secretName('s3: the access key id (default `AWS_ACCESS_KEY_ID`).'),
     secret_key_env: secretName('s3: the secret access key (default `AWS_SECRET_ACCESS_KEY`).'),
   },

@@ -163,6 +163,53 @@ describe('export manifest', () => {
     expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', endpoint: 'https://k:s@x' })))).toEqual(['spec.destination.endpoint']);
   });
 
+  it('takes an SFTP host as ssh does: a DNS name or an IP address (IPv6 bare), the user, port and path in their own fields, the value never quoted', () => {
+    const host = (h: string) => errorsOf(manifest({}, { ...SFTP, host: h }))['spec.destination.host'];
+    for (const ok of ['sftp.example.com', 'sftp.example.com.', 'SFTP-1.Example.COM', 'files_1.internal', 'localhost', '10.0.0.5', '2130706433', '::1', '2001:db8::1', 'fe80::1%eth0', '::ffff:192.0.2.1', 'xn--bcher-kva.de', 'a'.repeat(63)]) {
+      expect([ok, host(ok)]).toEqual([ok, undefined]);
+    }
+    const f = 'spec.destination.host';
+    // Was: each stored, and failed only when a run connected (with the password in its reason).
+    expect(host('drop:s3cr3t@sftp.example.com')).toBe(`${f} may not hold a user (user@host): give the user in spec.destination.user and the password in password_env`);
+    expect(host('sftp.example.com:2222')).toBe(`${f} may not hold a port (host:port): give it in spec.destination.port`);
+    expect(host('sftp.example.com/upload')).toBe(`${f} may not hold a path: give it in spec.destination.path`);
+    expect(host('sftp://sftp.example.com')).toBe(`${f} is a host name or address, not a URL: give the port in spec.destination.port and the path in spec.destination.path`);
+    expect(host('sftp example.com')).toBe(`${f} may not hold spaces or control characters`);
+    expect(host('sftp.example.com\n')).toBe(`${f} may not hold spaces or control characters`);
+    expect(host('sftp.example.com\u0007')).toBe(`${f} may not hold spaces or control characters`);
+    expect(host(' sftp.example.com')).toBe(`${f} may not hold spaces or control characters`);
+    expect(host('[::1]')).toBe(`${f} writes an IPv6 address in brackets: give it bare, as ssh takes it (::1), and the port in spec.destination.port`);
+    expect(host('[2001:db8::1]:22')).toMatch(/writes an IPv6 address in brackets/);
+    expect(host('2001:db8::g')).toBe(`${f} is not an IPv6 address`);
+    expect(host('bücher.de')).toBe(`${f} must be written in ASCII: an internationalised name in its xn-- form (xn--bcher-kva.de)`);
+    const label = `${f} must be a host name (dot-separated labels of 1 to 63 letters, digits, hyphens and underscores, none starting or ending with a hyphen) or an IP address`;
+    for (const bad of ['sftp..example.com', '.example.com', '-sftp.example.com', 'sftp-.example.com', 'a'.repeat(64), 'sftp.example.com?x', 'sftp#1', 'sftp*', '[sftp]']) {
+      expect([bad, host(bad)]).toEqual([bad, label]);
+    }
+    expect(host('256.1.2.3')).toBe(`${f} is not an IPv4 address (four numbers from 0 to 255)`);
+    expect(JSON.stringify(errorsOf(manifest({}, { ...SFTP, host: 'drop:s3cr3t@sftp.example.com' })))).not.toContain('s3cr3t');
+  });
+
+  it('takes an S3 endpoint that is an http or https URL without user information, query or fragment', () => {
+    const endpoint = (e: string) => errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', endpoint: e }))['spec.destination.endpoint'];
+    for (const ok of ['https://s3.example.com', 'http://127.0.0.1:9000', 'https://[::1]:9000/', 'https://store.example/s3/', 'https://store.example/a@b', 'HTTPS://S3.EXAMPLE.COM']) {
+      expect([ok, endpoint(ok)]).toEqual([ok, undefined]);
+    }
+    const f = 'spec.destination.endpoint';
+    const query = `${f} may not hold a query (?…) or a fragment (#…): give the store's URL alone (scheme, host, port and, if it has one, path)`;
+    // Was: stored as given.
+    for (const bad of ['https://s3.example.com/?x-id=1', 'https://s3.example.com?', 'https://s3.example.com/#frag', 'https://s3.example.com#']) {
+      expect([bad, endpoint(bad)]).toEqual([bad, query]);
+    }
+    expect(endpoint('https://s3.example.com\n')).toBe(`${f} may not hold spaces or control characters`);
+    expect(endpoint('https://s3.exa mple.com')).toBe(`${f} may not hold spaces or control characters`);
+    const credentials = `${f} may not carry credentials: name stored secrets in access_key_env and secret_key_env`;
+    expect(endpoint('https://k:s@s3.example.com')).toBe(credentials);
+    expect(endpoint('https://@s3.example.com')).toBe(credentials);
+    expect(endpoint('ftp://s3.example.com')).toBe(`${f} must be an http or https URL`);
+    expect(endpoint('https://s3.example.com:0')).toBe(`${f}: port 0 cannot be connected to: give the port the service listens on, or none for the scheme's default`);
+  });
+
   it('refuses remote names that would leave their directory or cannot be typed, and buckets and regions S3 would not take', () => {
     const path = (p: string) => errorsOf(manifest({}, { ...SFTP, path: p }))['spec.destination.path'];
     expect(path('/upload/../../etc/partners.csv')).toBe('spec.destination.path may not hold . or .. segments: name the directory and the file as they are');
@@ -259,7 +306,7 @@ describe('destination addresses and the outbound address policy', () => {
   const reason = (host: string, label: string) => `${host} is ${label}: refused by the outbound address policy (svc.egress.deny-private); runs will fail until svc.egress.allow admits it`;
 
   it('warns, naming the field, of an SFTP host or S3 endpoint host the policy refuses without resolving a name', () => {
-    expect(warned({ ...SFTP, host: '[::1]' }, denying)).toEqual([{ field: 'spec.destination.host', message: reason('::1', 'a loopback address') }]);
+    expect(warned({ ...SFTP, host: '::1' }, denying)).toEqual([{ field: 'spec.destination.host', message: reason('::1', 'a loopback address') }]);
     expect(warned({ ...SFTP, host: 'LOCALHOST.' }, denying)).toEqual([{ field: 'spec.destination.host', message: reason('LOCALHOST.', 'a loopback name') }]);
     expect(warned({ ...S3, endpoint: 'https://0xa9.254.169.254' }, denying)).toEqual([{ field: 'spec.destination.endpoint', message: reason('169.254.169.254', 'a link-local address') }]);
   });

@@ -1,6 +1,8 @@
+import { isIP } from 'node:net';
+import { domainToASCII } from 'node:url';
 import type { ErrorObject } from 'ajv/dist/2020.js';
-import { cronProblem } from '../../connectors/manifest/validate.js';
-import { type EgressPolicy, unconnectablePort } from '../../egress/policy.js';
+import { cronProblem, hasUserinfo } from '../../connectors/manifest/validate.js';
+import { type EgressPolicy, parseAddress, unconnectablePort } from '../../egress/policy.js';
 import { closest } from '../../validation/closest.js';
 import type { Issue } from '../../validation/schema-errors.js';
 import { addSchemaErrors, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
@@ -97,6 +99,81 @@ export function destinationWarning(egress: EgressPolicy, d: ExportTarget): Issue
   const [field, host] = d.kind === 'sftp' ? ['host', d.host] : ['endpoint', d.endpoint === undefined ? undefined : new URL(d.endpoint).hostname];
   const message = host === undefined ? undefined : egress.applyWarning(host);
   return message === undefined ? undefined : { field: `${DESTINATION}.${field}`, message };
+}
+
+/** The longest label of a host name (RFC 1035). */
+const MAX_LABEL = 63;
+const HOST_LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?$/;
+const SPACE_OR_CONTROL = /[\s\p{Cc}\p{Zl}\p{Zp}]/u;
+
+/**
+ * Why `host` is not an SFTP host as ssh takes one (the message names spec.destination.host), or
+ * undefined: a DNS name (dot-separated labels of letters, digits, hyphens and underscores, a
+ * trailing dot allowed) or an IP address, IPv6 bare (`::1`, as `ssh ::1` and a `HostName` take it:
+ * ssh does not resolve `[::1]`). The user, the port and the path have fields of their own; no
+ * message repeats the value (it may hold a password).
+ */
+export function sftpHostProblem(host: string): string | undefined {
+  const field = `${DESTINATION}.host`;
+  if (SPACE_OR_CONTROL.test(host)) return `${field} may not hold spaces or control characters`;
+  if (host.includes('@')) return `${field} may not hold a user (user@host): give the user in ${DESTINATION}.user and the password in password_env`;
+  if (host.includes('://')) return `${field} is a host name or address, not a URL: give the port in ${DESTINATION}.port and the path in ${DESTINATION}.path`;
+  if (host.includes('/')) return `${field} may not hold a path: give it in ${DESTINATION}.path`;
+  const bracketed = /^\[([^\]]*)\](?::\d*)?$/.exec(host);
+  if (bracketed && isIP(bracketed[1]!) === 6) return `${field} writes an IPv6 address in brackets: give it bare, as ssh takes it (::1), and the port in ${DESTINATION}.port`;
+  if (host.includes(':')) {
+    if (isIP(host) === 6) return undefined;
+    return /^[^:]+:\d*$/.test(host) ? `${field} may not hold a port (host:port): give it in ${DESTINATION}.port` : `${field} is not an IPv6 address`;
+  }
+  if (/[^\x21-\x7e]/.test(host)) {
+    const ascii = domainToASCII(host);
+    return `${field} must be written in ASCII${ascii ? `: an internationalised name in its xn-- form (${ascii})` : ''}`;
+  }
+  const labels = (host.endsWith('.') ? host.slice(0, -1) : host).split('.');
+  if (!labels.every((label) => label.length <= MAX_LABEL && HOST_LABEL.test(label))) {
+    return `${field} must be a host name (dot-separated labels of 1 to ${MAX_LABEL} letters, digits, hyphens and underscores, none starting or ending with a hyphen) or an IP address`;
+  }
+  if (labels.every((label) => /^[0-9]+$/.test(label)) && parseAddress(host) === undefined) return `${field} is not an IPv4 address (four numbers from 0 to 255)`;
+  return undefined;
+}
+
+/**
+ * Why `endpoint` is not the URL of an S3-compatible store (the message names
+ * spec.destination.endpoint), or undefined: http or https, no user information (credentials are
+ * stored secrets), no query and no fragment (requests are made below its path: what follows a `?`
+ * or `#` would be dropped or sent with every request), no space or control character, a port that
+ * can be connected to.
+ */
+export function s3EndpointProblem(endpoint: string): string | undefined {
+  const field = `${DESTINATION}.endpoint`;
+  if (SPACE_OR_CONTROL.test(endpoint)) return `${field} may not hold spaces or control characters`;
+  let url: URL | undefined;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    url = undefined;
+  }
+  if (!url || !['http:', 'https:'].includes(url.protocol)) return `${field} must be an http or https URL`;
+  if (hasUserinfo(endpoint)) return `${field} may not carry credentials: name stored secrets in access_key_env and secret_key_env`;
+  if (endpoint.includes('?') || endpoint.includes('#')) return `${field} may not hold a query (?…) or a fragment (#…): give the store's URL alone (scheme, host, port and, if it has one, path)`;
+  const port = unconnectablePort(url);
+  return port && `${field}: ${port}`;
+}
+
+/**
+ * The address of a stored destination, checked as apply checks it now (an export applied before a
+ * rule keeps loading, and its run fails naming what to fix): the issue, or undefined. A bracketed
+ * IPv6 SFTP host, which connected before apply refused it, is taken bare (`bareHost`).
+ */
+export function storedAddressIssue(d: ExportTarget): Issue | undefined {
+  const [field, message] = d.kind === 'sftp' ? ['host', sftpHostProblem(bareHost(d.host))] : ['endpoint', d.endpoint === undefined ? undefined : s3EndpointProblem(d.endpoint)];
+  return message === undefined ? undefined : { field: `${DESTINATION}.${field}`, message };
+}
+
+/** An SFTP host as stored, a bracketed IPv6 address (`[::1]`) without its brackets. */
+export function bareHost(host: string): string {
+  const inner = /^\[(.*)\]$/.exec(host)?.[1];
+  return inner !== undefined && isIP(inner) === 6 ? inner : host;
 }
 
 const translate = (e: ErrorObject): [string, string] => schemaError(e);
@@ -219,10 +296,13 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
         });
       }
     }
+    const host = d.host as string | undefined;
+    const hostProblem = host === undefined ? undefined : sftpHostProblem(host);
+    if (hostProblem) errors.add(`${DESTINATION}.host`, hostProblem);
     if (errors.list.length) return undefined;
     return {
       kind,
-      host: d.host as string,
+      host: host!,
       port: (d.port as number | undefined) ?? DEFAULT_SFTP_PORT,
       user: d.user as string,
       path: path!,
@@ -249,16 +329,9 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
   }
   const endpoint = d.endpoint as string | undefined;
   if (endpoint !== undefined) {
-    let url: URL | undefined;
-    try {
-      url = new URL(endpoint);
-    } catch {
-      url = undefined;
-    }
-    if (!url || !['http:', 'https:'].includes(url.protocol)) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint must be an http or https URL`);
-    else if (url.username || url.password) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint may not carry credentials: name stored secrets in access_key_env and secret_key_env`);
-    else if (unconnectablePort(url)) errors.add(`${DESTINATION}.endpoint`, `${DESTINATION}.endpoint: ${unconnectablePort(url)}`);
-    else if (url.protocol === 'http:') warnings.push({ field: `${DESTINATION}.endpoint`, message: 'a plain http endpoint sends the file unencrypted' });
+    const problem = s3EndpointProblem(endpoint);
+    if (problem) errors.add(`${DESTINATION}.endpoint`, problem);
+    else if (new URL(endpoint).protocol === 'http:') warnings.push({ field: `${DESTINATION}.endpoint`, message: 'a plain http endpoint sends the file unencrypted' });
   }
   if (errors.list.length) return undefined;
   return {
