@@ -30,6 +30,8 @@ import type { IncomingHttpHeaders } from 'node:http';
  *   Nothing else about versions is emulated.
  * - `refuseParts(bucket, keyPrefix, {from, status, code})`: UploadPart requests from a part number
  *   on answered with an S3 error (a part refused mid-upload), as S3 answers any refused request.
+ * - `cutNextAbortAnswer(bucket, key)`: the next AbortMultipartUpload of a key is carried out and its
+ *   connection cut instead of answered (an answer lost on its way back).
  *
  * `listMultipartUploads` reads fauxqs's store (it has no such route). Single requests above
  * 11 MiB are refused by fauxqs's body limit (413), so tests keep parts at or below that.
@@ -62,6 +64,12 @@ export interface TestS3 {
    * function is called.
    */
   refuseParts(bucket: string, keyPrefix: string, refusal: { from: number; status: number; code: string }): () => void;
+  /**
+   * The next AbortMultipartUpload of this key is carried out, and its connection then cut instead
+   * of answered (an answer lost on its way back): the client sends it again, and meets the upload
+   * gone (404 NoSuchUpload).
+   */
+  cutNextAbortAnswer(bucket: string, key: string): void;
   /** Every request that reached the server, in order. */
   readonly requests: ReadonlyArray<{ method: string; url: string; status?: number }>;
   stop(): Promise<void>;
@@ -86,7 +94,7 @@ interface HookRequest {
   id: string;
   method: string;
   url: string;
-  raw: { url?: string };
+  raw: { url?: string; socket?: { destroy(): void } };
   headers: IncomingHttpHeaders;
   params: unknown;
   query: unknown;
@@ -120,6 +128,7 @@ export async function startS3(options: S3Options = {}): Promise<TestS3> {
   const secretAccessKey = randomBytes(30).toString('base64');
   const versioned = new Set<string>();
   const conflicts = new Set<string>();
+  const cutAborts = new Set<string>();
   const refusedParts = new Map<string, { bucket: string; keyPrefix: string; from: number; status: number; code: string }>();
   const requests: Array<{ method: string; url: string; status?: number }> = [];
   const seen = new Map<string, { method: string; url: string; status?: number }>();
@@ -160,6 +169,10 @@ export async function startS3(options: S3Options = {}): Promise<TestS3> {
 
   app.addHook('onSend', async (request, reply, payload) => {
     const target = objectTarget(request);
+    if (target && request.method === 'DELETE' && target.uploadId !== undefined && reply.statusCode === 204 && cutAborts.delete(`${target.bucket}/${target.key}`)) {
+      request.raw.socket?.destroy();
+      return payload;
+    }
     if (!target || !versioned.has(target.bucket) || reply.statusCode !== 200) return payload;
     const isPut = request.method === 'PUT' && !target.partUpload;
     const isComplete = request.method === 'POST' && target.uploadId !== undefined;
@@ -189,6 +202,9 @@ export async function startS3(options: S3Options = {}): Promise<TestS3> {
     },
     conflictNext: (bucket, key) => {
       conflicts.add(`${bucket}/${key}`);
+    },
+    cutNextAbortAnswer: (bucket, key) => {
+      cutAborts.add(`${bucket}/${key}`);
     },
     refuseParts: (bucket, keyPrefix, refusal) => {
       const id = randomBytes(6).toString('hex');

@@ -75,14 +75,17 @@ async function failure(promise: Promise<unknown>): Promise<unknown> {
  * A multipart publication (5 MiB and a byte, parts of 5 MiB) through a commit relay whose
  * CompleteMultipartUpload has no answer within requestTimeoutMs (1 s): its answer is held
  * (`answer`: S3 completes the upload), or the request itself (`request`: S3 gets it once
- * `release()`d). `check` is given the publication's failure; the relay is closed after it.
+ * `release()`d). `prepare` is given the key first; `check` the publication's failure; the relay is
+ * closed after it.
  */
 async function completeUnanswered(
   hold: 'answer' | 'request',
   check: (seen: { err: PublishError; key: string; bytes: Buffer; from: number; endpoint: string; release(): void }) => Promise<void>,
+  prepare: (key: string) => void = () => {},
 ): Promise<void> {
   const relay = await startCommitRelay(s3.endpoint, BUCKET);
   const key = freshKey();
+  prepare(key);
   const held = hold === 'answer' ? relay.hold(key, true) : relay.holdRequest(key, true);
   try {
     const bytes = randomBytes(5 * MiB + 1);
@@ -634,6 +637,28 @@ describe('S3Destination against fauxqs', () => {
       expect(complete()!.status).toBe(404);
       expect(s3.getObject(BUCKET, key)).toBeUndefined();
     });
+  }, 30_000);
+
+  it('a CompleteMultipartUpload unanswered whose abort is answered 404 only when sent again (the first answer lost): the reason says the file may have been published, not that it most likely was', async () => {
+    await completeUnanswered(
+      'request',
+      async ({ err, key, from, endpoint, release }) => {
+        // Was: "…, and the multipart upload was gone when it was then aborted (HTTP 404): the file was
+        // most likely published", the 404 answering the abort's own first attempt.
+        expect(err.reason).toBe(
+          `the answer to the request publishing s3://${BUCKET}/${key} did not come from ${endpoint} (no answer within 1000 ms (requestTimeout), the request sent once), and the multipart upload was gone when its abort was sent again (HTTP 404; the answer to the first was lost, and that one may have aborted it): the file may have been published. Retry it: a collision on retry means it was`,
+        );
+        expect(err.leftover).toBeUndefined();
+        // The first abort carried out and its connection cut (no answer recorded), the second answered 404.
+        expect(s3.requests.slice(from).filter((r) => r.method === 'DELETE').map((r) => r.status)).toEqual([undefined, 404]);
+        release();
+        const complete = () => s3.requests.slice(from).find((r) => r.method === 'POST' && r.url.includes('uploadId=') && r.status !== undefined);
+        await until('the held CompleteMultipartUpload answered', () => complete() !== undefined);
+        expect(complete()!.status).toBe(404);
+        expect(s3.getObject(BUCKET, key)).toBeUndefined();
+      },
+      (key) => s3.cutNextAbortAnswer(BUCKET, key),
+    );
   }, 30_000);
 
   it('names the endpoint when nothing answers there', async () => {

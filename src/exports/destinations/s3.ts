@@ -133,8 +133,12 @@ class MaybePublished extends PublishError {
   }
 }
 
-/** What aborting a multipart upload found: it was aborted, it was no longer open (404), or what is left (a clause). */
-type AbortOutcome = 'aborted' | 'gone' | { left: string };
+/**
+ * What aborting a multipart upload found: it was aborted, it was no longer open (404), no longer open
+ * when the abort was sent again after the first attempt's answer was lost (`gone again`: that
+ * attempt may have aborted it), or what is left (a clause).
+ */
+type AbortOutcome = 'aborted' | 'gone' | 'gone again' | { left: string };
 
 const MIN_PART_SIZE = 5 * 1024 * 1024;
 const MAX_PART_SIZE = 5 * 1024 * 1024 * 1024;
@@ -321,6 +325,12 @@ export class S3Destination implements Destination {
       if (left) failure = new PublishError(failure.code, `${failure.reason}; ${left}`, left);
       // No longer open after its CompleteMultipartUpload was sent (a lost or failed answer): S3
       // completed it, as far as can be told. Nothing is left behind; the reason says what is known.
+      if (aborted === 'gone again' && completing && failure instanceof MaybePublished) {
+        failure = new PublishError(
+          'publication',
+          `${failure.what}, and the multipart upload was gone when its abort was sent again (HTTP 404; the answer to the first was lost, and that one may have aborted it): the file may have been published. ${RETRY_PUBLISHED}`,
+        );
+      }
       if (aborted === 'gone' && completing && failure.code === 'publication') {
         const what = failure instanceof MaybePublished ? failure.what : failure.reason;
         failure = new PublishError('publication', `${what}, and the multipart upload was gone when it was then aborted (HTTP 404): the file was most likely published. ${RETRY_PUBLISHED}`);
@@ -423,7 +433,7 @@ export class S3Destination implements Destination {
    * a part whose upload was in progress when the abort came, after the abort ("it might be
    * necessary to abort a given multipart upload multiple times"), which then holds storage no
    * listing of uploads shows. An upload no longer open (404 `NoSuchUpload`: completed, or aborted
-   * already) leaves nothing behind.
+   * already, by this abort's own first attempt when the 404 answers a retry) leaves nothing behind.
    */
   private async abortUpload(client: S3Client, uploadId: string, sending: { done: Promise<void>; cancel: AbortController } | undefined): Promise<AbortOutcome> {
     const ms = this.options.cleanupMs ?? CLEANUP_MS;
@@ -439,7 +449,7 @@ export class S3Destination implements Destination {
     } catch (err) {
       const e = (err ?? {}) as S3Failure;
       const status = e.$metadata?.httpStatusCode;
-      if (status === 404 && (e.name === 'NoSuchUpload' || e.Code === 'NoSuchUpload')) return 'gone';
+      if (status === 404 && (e.name === 'NoSuchUpload' || e.Code === 'NoSuchUpload')) return (e.$metadata?.attempts ?? 1) > 1 ? 'gone again' : 'gone';
       const detail = status ? ` (HTTP ${status})` : (err as Error)?.name === 'AbortError' || (err as Error)?.name === 'TimeoutError' ? ` (no answer within ${(this.options.cleanupMs ?? CLEANUP_MS) / 1000} s)` : '';
       return { left: `the incomplete multipart upload ${uploadId} could not be aborted${detail}` };
     }
