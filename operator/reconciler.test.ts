@@ -510,6 +510,31 @@ describe('an Entity resource', () => {
     await until('the resource gone', () => !entity('partner'));
     expect((await hubGet('/api/entities/partner')).status).toBe(404);
   });
+
+  it('puts the per-tenant limit of entities (500) on Ready as Invalid, as any refused manifest, and applies once a place is free', async () => {
+    const fillers = Array.from({ length: 500 }, (_, i) => `cap-filler-${i}`);
+    const db = hub.services.db;
+    await db.withTenant(1, (tx) =>
+      tx.query(`insert into entities.entities (tenant_id, name, key, manifest, spec) select core.current_tenant(), n, 'id', '{}', '{}' from unnest($1::text[]) as n`, [fillers]),
+    );
+    try {
+      api.apply('entities', resource());
+      const condition = await until('Ready=False', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'False'));
+      expect(condition).toMatchObject({
+        reason: 'Invalid',
+        message: 'metadata.name: this tenant has 500 entities, the most a tenant may have (500): delete one before applying a new entity partner (an existing name can still be updated)',
+      });
+      expect((await hubGet('/api/entities/partner')).status).toBe(404);
+      await db.withTenant(1, (tx) => tx.query(`delete from entities.entities where name = 'cap-filler-0'`));
+      await resynced();
+      await until('Ready', () => entity('partner')?.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True'));
+      expect((await hubGet('/api/entities/partner')).status).toBe(200);
+    } finally {
+      await db.withTenant(1, (tx) => tx.query('delete from entities.entities where name = any($1::text[])', [fillers]));
+    }
+    api.remove(apiVersionOf(ENTITY), 'entities', NS, 'partner');
+    await until('the resource gone', () => !entity('partner'));
+  });
 });
 
 describe('a Process resource', () => {

@@ -4,6 +4,7 @@ import { isoTimestampSql } from '../db/timestamps.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
+import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
@@ -82,6 +83,13 @@ export interface ConnectorDetail extends ConnectorRecord {
   spec: ConnectorSpec;
 }
 
+/**
+ * Connectors one tenant may have: each keeps its endpoints, runs and rows in the shared database
+ * and may run on a schedule of its own, so the count is bounded; applying a new name past it is
+ * refused (an update is not).
+ */
+export const MAX_CONNECTORS_PER_TENANT = 500;
+
 function tenantOf(tx: Tx): number {
   if (tx.tenantId === undefined) throw new Error('connectors are stored per tenant: use Database.withTenant');
   return tx.tenantId;
@@ -93,7 +101,7 @@ function tenantOf(tx: Tx): number {
  * UUIDs are kept for every id still in the manifest; ids no longer there lose their row and their
  * watermark (their ingested rows stay until the connector is deleted); new ids get new UUIDs.
  * The manifest stored, normalised as stored (unchangedApply), is checked and writes nothing:
- * `unchanged`, its warnings answered.
+ * `unchanged`, its warnings answered. A new name past MAX_CONNECTORS_PER_TENANT is a 400 naming `metadata.name`.
  */
 export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptions = {}): Promise<ApplyResult> {
   const tenantId = tenantOf(tx);
@@ -105,6 +113,7 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   if (stored[0] && unchangedApply({ manifest: stored[0].manifest, normalised: stored[0].spec }, manifest, storedFormOf(draft, stored[0]))) {
     return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteTypeConflicts(tx, draft))] };
   }
+  await takeTenantPlace(tx, { table: 'connectors.connectors', noun: 'connector', plural: 'connectors', max: MAX_CONNECTORS_PER_TENANT }, draft.name);
 
   const upserted = await tx.query<{ id: string; created: boolean }>(
     `insert into connectors.connectors (tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_by, updated_by)

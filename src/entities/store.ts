@@ -1,6 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
+import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import { type EntityDraft, checkEntityManifest, type Issue, mappingField } from './manifest/validate.js';
 import { BOOKKEEPING_COLUMNS, parseMapping } from './mapping.js';
 import { sourceColumns } from './relation.js';
@@ -42,6 +43,12 @@ export interface EntityDetail extends EntityRecord {
   spec: Omit<EntityDef, 'id'>;
 }
 
+/**
+ * Entities one tenant may have: the database is shared, so the count is bounded (well past what a
+ * tenant's model needs); applying a new name past it is refused (an update is not).
+ */
+export const MAX_ENTITIES_PER_TENANT = 500;
+
 function tenantOf(tx: Tx): number {
   if (tx.tenantId === undefined) throw new Error('entities are stored per tenant: use Database.withTenant');
   return tx.tenantId;
@@ -53,6 +60,7 @@ function tenantOf(tx: Tx): number {
  * tables are checked against the tenant's catalog: a mapped column an existing table lacks is a
  * 400; a table that does not exist yet (its connector has not run) is a warning. The manifest stored
  * normalised as stored (unchangedApply) is checked and writes nothing: `unchanged`, its warnings answered.
+ * A new name past MAX_ENTITIES_PER_TENANT is a 400 naming `metadata.name`.
  */
 export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   tenantOf(tx);
@@ -64,6 +72,7 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
   const { rows: held } = await tx.query<{ id: string; manifest: unknown; spec: unknown }>('select id, manifest, spec from entities.entities where name = lower($1)', [draft.name]);
   const stored = held[0];
   if (stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, draft)) return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings };
+  await takeTenantPlace(tx, { table: 'entities.entities', noun: 'entity', plural: 'entities', max: MAX_ENTITIES_PER_TENANT }, draft.name);
 
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into entities.entities (tenant_id, name, scopes, key, manifest, spec, created_by, updated_by)

@@ -2,6 +2,7 @@ import type { Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
+import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
 import { type DeadRunRule, deadRunStop, EXPORT_DELETED, endIfDead, requestStop } from './runs/ledger.js';
@@ -36,6 +37,12 @@ export interface StoredExport {
   updatedAt: Date;
 }
 
+/**
+ * Exports one tenant may have: each may run on a schedule of its own and keeps its runs in the shared
+ * database, so the count is bounded; applying a new name past it is refused (an update is not).
+ */
+export const MAX_EXPORTS_PER_TENANT = 500;
+
 /** How the apply path learns about the entity an export names. */
 export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undefined>;
 
@@ -43,7 +50,8 @@ export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undef
  * Validates and stores a manifest: a ValidationError (400 naming the field) on the first error,
  * else an insert or an update of the same (lower-cased) name. With `egress`, a destination address
  * the outbound address policy refuses is a warning (checkExportManifest). The manifest stored
- * normalised as stored (unchangedApply) is checked and writes nothing: `unchanged`.
+ * normalised as stored (unchangedApply) is checked and writes nothing: `unchanged`. A new name past
+ * MAX_EXPORTS_PER_TENANT is a 400 naming `metadata.name`.
  */
 export async function applyExport(
   tx: Tx,
@@ -62,6 +70,7 @@ export async function applyExport(
   const replaced = await tx.query<{ id: string; scope: string; manifest: unknown; spec: unknown }>('select id, scope, manifest, spec from exports.exports where name = $1 for update', [spec.name]);
   const prior = replaced.rows[0];
   if (prior && unchangedApply({ manifest: prior.manifest, normalised: prior.spec }, manifest, spec)) return { id: prior.id, spec, created: false, unchanged: true, warnings: check.warnings, replacedScope: prior.scope };
+  await takeTenantPlace(tx, { table: 'exports.exports', noun: 'export', plural: 'exports', max: MAX_EXPORTS_PER_TENANT }, spec.name);
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into exports.exports (tenant_id, name, entity, scope, schedule, manifest, spec, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)
