@@ -1,9 +1,10 @@
 import type { Tx } from '../db/database.js';
-import { ValidationError } from '../errors.js';
+import { ConflictError, ValidationError } from '../errors.js';
 
 /**
- * Per-tenant caps on the objects of one kind, so that one tenant cannot fill the shared database.
- * Checked in the create's transaction: creates of one tenant and kind take turns from here (a transaction lock on
+ * Per-tenant caps on the objects of one kind, so that one tenant cannot fill the shared database
+ * (or, with integrations, multiply the deliveries every event costs). Checked in the create's
+ * transaction: creates of one tenant and kind take turns from here (a transaction lock on
  * `svc-hub:<plural>:<tenant>`), so two concurrent ones cannot both take the last place.
  */
 
@@ -33,3 +34,12 @@ export async function takeTenantPlace(
   }
 }
 
+/**
+ * Objects created one at a time over HTTP and deleted softly (integrations, stored secrets): those
+ * not deleted count; a create past the cap is a 409 (as e-mail rules, docs/email.md). `advice` ends
+ * the refusal (`delete one first`).
+ */
+export async function takeLivePlace(tx: Tx, kind: { table: 'hub.integrations' | 'platform.secrets'; plural: string; max: number; advice: string }): Promise<void> {
+  const { n } = await lockedCount(tx, kind.plural, `${kind.table} where deleted_at is null`);
+  if (n >= kind.max) throw new ConflictError(`this tenant has ${n} ${kind.plural}, the most it may have (${kind.max}): ${kind.advice}`);
+}

@@ -2,6 +2,7 @@ import type { Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { SubscriberCheck } from '../events/subscribers.js';
+import { takeLivePlace } from '../manifests/tenant-cap.js';
 import { CLOSED_REASON, type Integration, type IntegrationInput, type IntegrationPatch } from './model.js';
 import { openIntegrationSecret, sealIntegrationSecret } from './secret.js';
 import type { Keys } from '../platform/secrets/crypto.js';
@@ -56,6 +57,12 @@ function record(row: Row): Integration {
     deletedAt: row.deleted_at ? row.deleted_at.toISOString() : null,
   };
 }
+
+/**
+ * Integrations (not deleted) one tenant may have: every event an integration subscribes to writes a
+ * delivery for it, and delivery capacity is shared by all tenants; creating one more is a 409.
+ */
+export const MAX_INTEGRATIONS_PER_TENANT = 100;
 
 function tenantOf(tx: Tx): number {
   if (tx.tenantId === undefined) throw new Error('integrations need a tenant transaction (Database.withTenant)');
@@ -128,12 +135,14 @@ export async function liveIntegration(tx: Tx, id: string | number, lock = false)
   return record(rows[0]);
 }
 
+/** 400 naming the field for an invalid input; 409 when the name is taken or the tenant has MAX_INTEGRATIONS_PER_TENANT. */
 export async function createIntegration(tx: Tx, input: IntegrationInput, rules: IntegrationRules, by?: string): Promise<Integration> {
   const tenantId = tenantOf(tx);
   const name = normalizeName(input.name);
   const targetUrl = normalizeTargetUrl(input.targetUrl, rules.egress);
   const eventTypes = normalizeEventTypes(input.eventTypes);
   const secret = presentSecret(input.secret, input.authMode ?? 'HMAC');
+  await takeLivePlace(tx, { table: 'hub.integrations', plural: 'integrations', max: MAX_INTEGRATIONS_PER_TENANT, advice: 'delete one first, or subscribe an integration to more event types' });
   let id: number;
   try {
     const { rows } = await tx.query<{ id: number }>(

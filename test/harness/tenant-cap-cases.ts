@@ -1,6 +1,6 @@
 import { expect, it } from '@jest/globals';
 import type { Database } from '../../src/db/database.js';
-import { ValidationError } from '../../src/errors.js';
+import { ConflictError, ValidationError } from '../../src/errors.js';
 
 /**
  * The cases every kind capped per tenant (src/manifests/tenant-cap.ts) is held to, on a real
@@ -66,3 +66,54 @@ export function tenantCapCases(o: {
   });
 }
 
+/**
+ * The cases every kind created over HTTP and capped per tenant (takeLivePlace in
+ * src/manifests/tenant-cap.ts: integrations, stored secrets) is held to, on a real database with
+ * tenants 601 and 602: one more past `limit` is a 409 naming the limit; an update, another tenant
+ * and a (soft) delete make room as they should; creates sent at once when one place is left never
+ * take it twice. The first ten are created, the others stored at once by `fill` (copies of them).
+ */
+export function liveCapCases(o: {
+  /** The kind in the refusal's words (`integrations`). */
+  plural: string;
+  limit: number;
+  /** How the refusal ends (`delete one first`). */
+  advice: string;
+  create: (tenant: number, name: string) => Promise<unknown>;
+  update: (tenant: number, name: string) => Promise<unknown>;
+  remove: (tenant: number, name: string) => Promise<unknown>;
+  count: (tenant: number) => Promise<number>;
+  fill: (tenant: number, names: string[]) => Promise<void>;
+}): void {
+  const { plural, limit } = o;
+  const refusal = `this tenant has ${limit} ${plural}, the most it may have (${limit}): ${o.advice}`;
+  it(`refuses one more of ${limit} ${plural} per tenant with a 409 naming the limit; updates, other tenants and deletes go on`, async () => {
+    const names = Array.from({ length: limit }, (_, i) => `n-${String(i).padStart(4, '0')}`);
+    await Promise.all(names.slice(0, 10).map((name) => o.create(601, name)));
+    await o.fill(601, names.slice(10));
+    expect(await o.count(601)).toBe(limit);
+
+    const err = await o.create(601, 'one-more').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ConflictError);
+    expect((err as ConflictError).message).toBe(refusal);
+    expect((err as ConflictError).render().status).toBe(409);
+    expect(await o.count(601)).toBe(limit);
+
+    // An update at the limit is not one more.
+    await o.update(601, 'n-0000');
+    // Another tenant has its own count.
+    await o.create(602, 'one-more');
+    // A deleted one no longer counts.
+    await o.remove(601, 'n-0099');
+    await o.create(601, 'one-more');
+    expect(await o.count(601)).toBe(limit);
+  });
+
+  it('lets one of several creates sent at once take the last place', async () => {
+    await o.remove(601, 'one-more');
+    const outcomes = await Promise.allSettled(['race-a', 'race-b', 'race-c', 'race-d'].map((name) => o.create(601, name)));
+    expect(outcomes.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
+    for (const s of outcomes) if (s.status === 'rejected') expect((s.reason as Error).message).toBe(refusal);
+    expect(await o.count(601)).toBe(limit);
+  });
+}

@@ -1,5 +1,5 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
-import { SECRET_NAME_PATTERN } from '../../../src/platform/secrets/store.js';
+import { MAX_SECRETS_PER_TENANT, SECRET_NAME_PATTERN } from '../../../src/platform/secrets/store.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -61,7 +61,7 @@ export const secretRoutes: RouteDecl[] = [
     responses: {
       201: { description: 'Created: the metadata (header `Location`)', schema: secretMetadataSchema },
       ...invalid,
-      409: { description: 'A secret of that name exists', schema: errorBody },
+      409: { description: `A secret of that name exists, or the tenant has ${MAX_SECRETS_PER_TENANT} stored secrets (the most it may have)`, schema: errorBody },
       ...refusals(true),
     },
     handler: async ({ services, principal, body, ctx }) => {

@@ -1,5 +1,6 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { EVENT_TYPES_MAX, NAME_MAX, SECRET_MAX, URL_MAX } from '../../../src/webhooks/validation.js';
+import { MAX_INTEGRATIONS_PER_TENANT } from '../../../src/webhooks/integrations.js';
 import { AUTH_MODES, type IntegrationInput, type IntegrationPatch, PLATFORMS } from '../../../src/webhooks/model.js';
 import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
@@ -156,7 +157,7 @@ export const integrationRoutes: RouteDecl[] = [
     responses: {
       201: { description: 'Created: the record with `id` and `hasSecret` (header `Location`)', schema: integrationSchema },
       ...invalid,
-      409: { description: 'An integration of that name exists in the tenant', schema: errorBody },
+      409: { description: `An integration of that name exists in the tenant, or the tenant has ${MAX_INTEGRATIONS_PER_TENANT} integrations (the most it may have)`, schema: errorBody },
       ...tenantRefusals,
     },
     handler: async ({ services, principal, body, params, ctx }) => {

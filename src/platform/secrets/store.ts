@@ -1,6 +1,7 @@
 import type { Database, Tx } from '../../db/database.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import type { EventWriter } from '../../events/outbox.js';
+import { takeLivePlace } from '../../manifests/tenant-cap.js';
 import { logger, registerOperationSecret } from '../../observability/logger.js';
 import { type Keys, type Sealed, seal, UnsealError, unseal, unsealWith } from './crypto.js';
 import type { SealedValues } from './rekey.js';
@@ -43,6 +44,9 @@ export const SECRET_REF_PREFIX = 'secret:';
  * credential), never for other tenants' lines; shorter ones would blank out ordinary words.
  */
 const SCRUB_MIN_LENGTH = 12;
+
+/** Stored secrets (not deleted) one tenant may have: the database is shared; creating one more is a 409. */
+export const MAX_SECRETS_PER_TENANT = 1_000;
 
 export interface SecretStoreOptions {
   cacheTtlMs: number;
@@ -95,10 +99,11 @@ export class SecretStore {
     return metadata(rows[0]);
   }
 
-  /** 409 when a secret of that name exists (deleted ones do not count). */
+  /** 409 when a secret of that name exists or the tenant has MAX_SECRETS_PER_TENANT (deleted ones do not count). */
   async create(tenantId: number, input: CreateSecret, by: string): Promise<SecretMetadata> {
     const sealed = seal(this.key, tenantId, input.name, input.value);
     const created = await this.db.withTenant(tenantId, async (tx) => {
+      await takeLivePlace(tx, { table: 'platform.secrets', plural: 'stored secrets', max: MAX_SECRETS_PER_TENANT, advice: 'delete one first' });
       const { rows } = await tx.query<Row>(
         `insert into platform.secrets (tenant_id, name, description, iv, tag, ciphertext, created_by, updated_by)
          values ($1, $2, $3, $4, $5, $6, $7, $7)
