@@ -14,6 +14,14 @@ import { CLI_ENVIRONMENT } from '../src/cli/config.js';
 import { Config } from '../src/config/config.js';
 import { envName, PROPERTIES } from '../src/config/properties.js';
 import { checkManifest } from '../src/connectors/manifest/validate.js';
+import { MAX_CONNECTORS_PER_TENANT } from '../src/connectors/store.js';
+import { MAX_RULES } from '../src/email/rules.js';
+import { MAX_ENTITIES_PER_TENANT } from '../src/entities/store.js';
+import { MAX_EXPORTS_PER_TENANT } from '../src/exports/store.js';
+import { MAX_SECRETS_PER_TENANT } from '../src/platform/secrets/store.js';
+import { MAX_PROCESSES_PER_TENANT } from '../src/processes/store.js';
+import { MAX_INTEGRATIONS_PER_TENANT } from '../src/webhooks/integrations.js';
+import { MAX_WORKFLOWS_PER_TENANT } from '../src/workflows/store.js';
 import { checkEntityManifest } from '../src/entities/manifest/validate.js';
 import { checkExportManifest } from '../src/exports/manifest/validate.js';
 import { checkProcessManifest } from '../src/processes/manifest/validate.js';
@@ -635,5 +643,26 @@ describe('documentation: the folders docs/architecture.md lays out', () => {
     expect(tree()).toContain('src/');
     expect(missing(tree())).toEqual([]);
     expect(missing(tree().replace(/^ {2}egress\/ /m, '  egres/ ').replace('processes, retrieval', 'retrieval'))).toEqual(['src/egress/', 'apiserver/routes/processes/']);
+  });
+});
+
+describe('documentation: the limits per tenant', () => {
+  const doc = (name: string) => readFileSync(join(ROOT, 'docs', name), 'utf8').replace(/\s+/g, ' ');
+  const n = (value: number) => value.toLocaleString('en-US');
+  // [how docs/architecture.md lists the kind, its limit, the kind's document, how it states it]
+  const limits: Array<[string, number, string, string]> = [
+    ['connectors', MAX_CONNECTORS_PER_TENANT, 'connectors.md', `at most ${n(MAX_CONNECTORS_PER_TENANT)} connectors`],
+    ['entities', MAX_ENTITIES_PER_TENANT, 'entities.md', `at most ${n(MAX_ENTITIES_PER_TENANT)} entities`],
+    ['exports', MAX_EXPORTS_PER_TENANT, 'exports.md', `at most ${n(MAX_EXPORTS_PER_TENANT)} exports`],
+    ['workflows', MAX_WORKFLOWS_PER_TENANT, 'workflows.md', `at most ${n(MAX_WORKFLOWS_PER_TENANT)} workflows`],
+    ['processes', MAX_PROCESSES_PER_TENANT, 'processes.md', `at most ${n(MAX_PROCESSES_PER_TENANT)} processes`],
+    ['integrations', MAX_INTEGRATIONS_PER_TENANT, 'integrations.md', `at most ${n(MAX_INTEGRATIONS_PER_TENANT)} integrations`],
+    ['e-mail rules', MAX_RULES, 'email.md', `at most ${n(MAX_RULES)} rules`],
+    ['stored secrets', MAX_SECRETS_PER_TENANT, 'secrets-and-hooks.md', `At most ${n(MAX_SECRETS_PER_TENANT)} per tenant`],
+  ];
+
+  it.each(limits)('states the limit of %s as the code has it, in docs/architecture.md and the kind\'s document', (listed, value, file, stated) => {
+    expect(doc('architecture.md')).toContain(`${n(value)} ${listed}`);
+    expect(doc(file)).toContain(stated);
   });
 });
