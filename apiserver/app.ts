@@ -1,8 +1,7 @@
 import Koa from 'koa';
-import { HttpMethodEnum, koaBody } from 'koa-body';
 import type { AreaServices } from '../src/runtime/services.js';
 import type { RouteDecl } from './route.js';
-import { bodyBytesReader, TEXT_BODY_TYPES } from './body-bytes.js';
+import { bodyBytesReader } from './body-bytes.js';
 import { accessLog } from './middleware/access-log.js';
 import { errorMapper } from './middleware/errors.js';
 import { requestContext } from './middleware/request-context.js';
@@ -76,7 +75,6 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
       observe(ctx);
     });
   }
-  const limit = services.config.string('svc.http.body-limit');
   // What a client is told: the limit, so that it knows what to send instead.
   const tooLarge = `body too large: more than the ${services.config.bytes('svc.http.body-limit').toLocaleString('en-US')} bytes a body may hold (svc.http.body-limit)`;
   app.use(requestContext);
@@ -86,25 +84,11 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   const refuseBody = (err: Error, ctx: Koa.Context): never =>
     ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? tooLarge : `body is not valid: ${err.message}`);
   // Read by the router once the caller is authenticated and passed the route's gate and rate limit, for a route that
-  // takes a body: an anonymous caller could otherwise make the hub read and hold svc.http.body-limit per request.
-  const readBody = koaBody({
-    // JSON arrives as text and is parsed by the router, which caps its nesting as it reads it.
-    json: false,
-    text: true,
-    urlencoded: false,
-    multipart: false,
-    // Text arrives byte for byte (latin1 maps each byte to one character): the router decodes it as
-    // UTF-8 and refuses bytes that are not, where a lenient decode would store U+FFFD in their place.
-    encoding: 'latin1',
-    jsonLimit: limit,
-    textLimit: limit,
-    textTypes: TEXT_BODY_TYPES,
-    parsedMethods: [HttpMethodEnum.POST, HttpMethodEnum.PUT, HttpMethodEnum.PATCH, HttpMethodEnum.DELETE],
-    onError: refuseBody,
-  });
-  // A route that declares `streamedBody` (the CSV ingest, up to the limit) reads its body as bytes as they arrive.
-  const readBytes = bodyBytesReader(services.config.bytes('svc.http.body-limit'), refuseBody);
-  const router = mountRoutes(routeTable(options, documentOnce), services, { text: readBody, bytes: readBytes });
+  // takes a body: an anonymous caller could otherwise make the hub read and hold svc.http.body-limit per request. Its
+  // bytes as they arrive (apiserver/body-bytes.ts), in a text media type only, up to the limit (decompressed, for a
+  // compressed body); a client gone before the end of it ends the request.
+  const readBody = bodyBytesReader(services.config.bytes('svc.http.body-limit'), refuseBody);
+  const router = mountRoutes(routeTable(options, documentOnce), services, readBody);
   app.use(unanswered);
   app.use(router.routes());
   app.use(router.allowedMethods());

@@ -10,10 +10,10 @@ import { deferred } from '../test/harness/deferred.js';
 import { bodyBytesReader, TEXT_BODY_TYPES, Utf8Pieces } from './body-bytes.js';
 
 /**
- * The CSV ingest's body reader (apiserver/body-bytes.ts): UTF-8 decoded as it arrives, cut anywhere, gives the text a
- * decoder of the whole body gives and refuses it at the same offset; the bytes read, and each refusal, are those of the
- * body parser (koa-body) it stands beside; a client gone mid-body, or cut by the server's request timeout, ends the
- * read with nothing of it left listening on the request.
+ * The hub's body reader (apiserver/body-bytes.ts): UTF-8 decoded as it arrives (the CSV ingest), cut anywhere, gives
+ * the text a decoder of the whole body gives and refuses it at the same offset; the bytes read, and each refusal, are
+ * those of the body parser it replaced (koa-body); a client gone mid-body, or cut by the server's request timeout,
+ * ends the read with nothing of it left listening on the request.
  */
 
 describe('Utf8Pieces', () => {

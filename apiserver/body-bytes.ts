@@ -8,7 +8,7 @@ import { firstUndecodable } from '../src/validation/undecodable.js';
 /** The media types a request body is read in as text (the others are not read: a route answers 415). */
 export const TEXT_BODY_TYPES = ['text/*', 'application/yaml', 'application/x-yaml', 'application/json', 'application/*+json'];
 
-/** Why a body could not be read, in the words and status of the body parser (koa-body's raw-body) it stands beside. */
+/** Why a body could not be read, in the words and status of the body parser it replaces (koa-body's raw-body). */
 class BodyReadError extends Error {
   constructor(
     message: string,
@@ -19,11 +19,11 @@ class BodyReadError extends Error {
 }
 
 /**
- * Reads a request's body as bytes as they arrive, each chunk handed to `onChunk` and dropped, for a route whose body
- * may be as large as svc.http.body-limit (the CSV ingest): the body parser (koa-body) reads a text body whole as one
- * latin1 string, which the router then turns back into bytes and decodes in one go, holding the event loop every
- * tenant shares tens of milliseconds for 10 MB. Reads what the body parser reads (the media types of TEXT_BODY_TYPES;
- * undefined for another, or no body) and refuses as it does, through `refuse` (the parser's `onError`): a
+ * Reads a request's body as bytes as they arrive, each chunk handed to `onChunk` and dropped: every route's body (a
+ * route whose body may be as large as svc.http.body-limit, the CSV ingest, decodes each as it comes). It replaces the
+ * body parser (koa-body), which read a text body whole as one latin1 string the router turned back into bytes, and
+ * waited without end for a compressed body whose client was gone mid-way. Reads what that parser read (the media
+ * types of TEXT_BODY_TYPES; undefined for another, or no body) and refuses as it did, through `refuse` (its `onError`): a
  * Content-Length past `limit` before anything is read, a body past it (decompressed, for a gzip, deflate or br
  * Content-Encoding) once it gets there, an unknown Content-Encoding, bytes that do not inflate, a client gone before
  * the end (`request aborted`). Resolves with the bytes read once the body has ended; nothing of the request is
@@ -66,7 +66,7 @@ function readBytes(req: IncomingMessage, limit: number, onChunk: (chunk: Buffer)
       req.off('aborted', onAborted).off('close', onClose).off('error', onError);
       source.off('data', onData).off('end', onEnd).off('error', onError);
       if (err) {
-        // Nothing more is read: what the client still sends stays in the socket (as the body parser leaves it).
+        // Nothing more is read: what the client still sends stays in the socket (as the body parser left it).
         req.unpipe();
         req.pause();
         inflater?.destroy();

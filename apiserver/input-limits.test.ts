@@ -1,5 +1,8 @@
-import { request } from 'node:http';
+import { randomBytes } from 'node:crypto';
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { type IncomingMessage, request } from 'node:http';
 import { connect } from 'node:net';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { stringify } from 'yaml';
@@ -9,6 +12,7 @@ import { route } from './route.js';
 import { scanJsonText } from '../src/validation/input-limits.js';
 import { until } from '../test/harness/until.js';
 import { loopHeld } from '../test/harness/loop-held.js';
+import { captureLogs, type LogCapture } from '../test/harness/log-capture.js';
 
 /**
  * No input gives a 500: a NUL (or half a surrogate pair) anywhere in a body, path, query, header or
@@ -266,6 +270,61 @@ describe('nesting is capped at 64 levels', () => {
     const padded = { ...manifestOf('too-large'), metadata: { name: 'too-large', annotations: { note: 'x'.repeat(10 * 1024 * 1024) } } };
     const refused = await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded) });
     expect(refused).toEqual({ status: 413, body: { error: 'body too large: more than the 10,485,760 bytes a body may hold (svc.http.body-limit)' } });
+  });
+});
+
+describe('a client gone mid-body', () => {
+  let logs: LogCapture;
+  const LISTENED = ['data', 'end', 'error', 'close', 'aborted'] as const;
+  const listeners = (req: IncomingMessage) => LISTENED.map((name) => req.listenerCount(name));
+  /** Each request the hub's server takes, with its listeners then (before the hub sees it). */
+  const taken: Array<{ req: IncomingMessage; before: number[] }> = [];
+  const onRequest = (message: unknown) => {
+    const req = (message as { request: IncomingMessage }).request;
+    taken.push({ req, before: listeners(req) });
+  };
+  beforeAll(() => {
+    logs = captureLogs('info');
+    subscribe('http.server.request.start', onRequest);
+  });
+  afterAll(() => {
+    unsubscribe('http.server.request.start', onRequest);
+    logs.restore();
+  });
+
+  const ENCODINGS: Record<string, (body: Buffer) => Buffer> = { identity: (body) => body, gzip: gzipSync, deflate: deflateSync, br: brotliCompressSync };
+  // Random text, so that a compressed body is large too: half of it is many chunks.
+  const filler = () => randomBytes(300_000).toString('base64');
+  const ROUTES = {
+    json: { path: '/api/platform/secrets', type: 'application/json', body: (name: string, value: string) => JSON.stringify({ name, value }) },
+    yaml: {
+      path: '/api/connectors/apply',
+      type: 'application/yaml',
+      body: (name: string, note: string) => stringify({ ...manifestOf(name), metadata: { name, annotations: { note } } }),
+    },
+  };
+  const cases = Object.keys(ROUTES).flatMap((route) => Object.keys(ENCODINGS).map((encoding) => [route as keyof typeof ROUTES, encoding] as const));
+
+  it.each(cases)('(%s, %s): the request ends (its access log line, a 400), nothing of it left listening, the next is answered', async (route, encoding) => {
+    const { path, type, body: bodyOf } = ROUTES[route];
+    const compress = ENCODINGS[encoding]!;
+    const headers = { ...H, 'Content-Type': type, ...(encoding === 'identity' ? {} : { 'Content-Encoding': encoding }) };
+    const lines = () => logs.lines().filter((l) => l.msg === 'request' && l.path === path && l.method === 'POST');
+    const before = lines().length;
+    const seen = taken.length;
+    const body = compress(Buffer.from(bodyOf(`gone-${route}-${encoding}`, filler())));
+    const req = request(`${hub.url}${path}`, { method: 'POST', headers: { ...headers, 'Content-Length': body.length } });
+    const gone = new Promise((resolve) => req.on('error', resolve));
+    req.flushHeaders();
+    req.write(body.subarray(0, Math.floor(body.length / 2)), () => req.destroy());
+    await gone;
+    const ended = await until(`the access log line of the ${route} ${encoding} request`, () => lines()[before]);
+    expect(ended.status).toBe(400);
+    const [read] = taken.slice(seen).filter((t) => t.req.url === path);
+    expect(listeners(read!.req)).toEqual(read!.before);
+    // The next body, sent the same way, is read.
+    const next = await fetch(`${hub.url}${path}`, { method: 'POST', headers, body: compress(Buffer.from(bodyOf(`next-${route}-${encoding}`, 'v'))) });
+    expect({ status: next.status, body: await next.json() }).toMatchObject({ status: 201 });
   });
 });
 

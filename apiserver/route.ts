@@ -105,9 +105,9 @@ export interface RouteDecl<P extends JsonSchema | undefined = JsonSchema | undef
   /** Media types the body may come in (default application/json). */
   bodyTypes?: string[];
   /**
-   * The body is read as bytes as they arrive and decoded as UTF-8 chunk by chunk (apiserver/body-bytes.ts), not
-   * whole by the body parser: for a body that may be as large as svc.http.body-limit (the CSV ingest), so that
-   * reading it never holds the event loop for the whole body at once. The same limit and refusals.
+   * The body is decoded as UTF-8 chunk by chunk as it arrives (apiserver/body-bytes.ts), not once it has ended:
+   * for a body that may be as large as svc.http.body-limit (the CSV ingest), so that decoding it never holds the
+   * event loop for the whole body at once. The same limit and refusals.
    */
   streamedBody?: true;
   /**

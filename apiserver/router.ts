@@ -1,7 +1,7 @@
 import { METHODS } from 'node:http';
 import { setImmediate as turn } from 'node:timers/promises';
 import Router, { type Layer } from '@koa/router';
-import type { Context, Middleware } from 'koa';
+import type { Context } from 'koa';
 import { type Principal, satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
@@ -32,19 +32,16 @@ export function koaPath(path: string): string {
 }
 
 /**
- * How request bodies are read: `text`, the body parser (koa-body), hands a text body over whole as a latin1 string;
- * `bytes` reads it as bytes as they arrive, for a route that declares `streamedBody` (same limit, same refusals).
+ * How request bodies are read (apiserver/body-bytes.ts): as bytes as they arrive, a text media type only, up to
+ * svc.http.body-limit, refused in the words and statuses of koa-body (the body parser it replaces).
  */
-export interface BodyReaders {
-  text: Middleware;
-  bytes: ReturnType<typeof bodyBytesReader>;
-}
+export type BodyReader = ReturnType<typeof bodyBytesReader>;
 
 /**
  * Mounts route declarations: authentication and the role gate in the order spec 1 fixes, the tenant
  * path check, the route's rate limit, validation of params, query and body, then the handler.
  */
-export function mountRoutes(routes: RouteDecl[], services: AreaServices, readers: BodyReaders): Router {
+export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBody: BodyReader): Router {
   // Every method Node's parser lets through is one the router knows: one no declaration serves is
   // a 405 naming those that do (or a 404 on an unknown path), never @koa/router's bare 501 for a
   // method outside its short default list (TRACE, PROPFIND, …) with an empty Allow on unknown paths.
@@ -66,7 +63,7 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readers
         refuseUndeclaredQuery(decl, ctx.query);
         const params = decl.params ? (validate(decl.params, { ...ctx.params }, 'params') as Record<string, string>) : { ...ctx.params };
         const query = decl.query ? (validate(decl.query, { ...ctx.query }, 'query') as Record<string, unknown>) : {};
-        const read = decl.body ? await parseBody(ctx, decl, services, principal, readers) : undefined;
+        const read = decl.body ? await parseBody(ctx, decl, services, principal, readBody) : undefined;
         const body = decl.body ? validate(decl.body, read!.value, 'body') : undefined;
         const result = await decl.handler({ params, query, body, principal, services, ctx, streamed: read?.streamed });
         if (result !== undefined) {
@@ -281,40 +278,30 @@ function declaresUtf8(ctx: Context): boolean {
 }
 
 /**
- * A body as text, or as the body parser left it when it read none (another media type, no body); read by a
- * `streamedBody` route in UTF-8, also in the pieces it was decoded in (`streamed`) and whether it holds a NUL, found
- * as it was decoded (`nul`: it needs no search again).
+ * A body as text, undefined when none was read (another media type, no body); read by a `streamedBody` route in
+ * UTF-8, also in the pieces it was decoded in (`streamed`) and whether it holds a NUL, found as it was decoded
+ * (`nul`: it needs no search again).
  */
 interface BodyText {
-  raw: unknown;
+  raw: string | undefined;
   streamed?: StreamedText;
   nul?: boolean;
 }
 
-/** The body read by the body parser, whole: a JSON or YAML body past MAX_JSON_BODY_BYTES refused before it is decoded. */
-async function readWholeBody(ctx: Context, types: string[], readBody: Middleware): Promise<BodyText> {
-  await readBody(ctx, async () => undefined);
-  const sent = (ctx.request as { body?: unknown }).body;
-  if (typeof sent !== 'string') return { raw: sent };
-  // koa-body hands text over as latin1, one character per byte: its length is the bytes sent, known before decoding them.
-  if (sent.length > MAX_JSON_BODY_BYTES && types.every(isJsonOrYaml)) throw jsonBodyTooLarge();
-  return { raw: await textOf(ctx, Buffer.from(sent, 'latin1')) };
-}
-
 /**
- * The body read as bytes as they arrive (a route's `streamedBody`): in UTF-8, each chunk decoded once as it comes, so
- * no step holds the event loop for the whole body (10 MB of text outside latin1, read by the body parser then
- * decoded and searched, held it 45 to 190 ms);
- * in another charset, the bytes kept and decoded once the body has ended. The same refusals, in the same order, as a
- * body the parser reads.
+ * The body, read as bytes as they arrive: a JSON or YAML body past MAX_JSON_BODY_BYTES refused before it is decoded,
+ * another decoded at once once it has ended (at most 1 MiB of UTF-8 for a route that is not `streamedBody`). A
+ * `streamedBody` route's in UTF-8 is decoded as it comes, each chunk once, so no step holds the event loop for the
+ * whole body (10 MB of text outside latin1, read whole then decoded and searched, held it 45 to 190 ms); in another
+ * charset its bytes are kept and decoded once the body has ended.
  */
-async function readStreamedBody(ctx: Context, types: string[], readBytes: BodyReaders['bytes']): Promise<BodyText> {
-  const pieces = declaresUtf8(ctx) ? new Utf8Pieces() : undefined;
+async function readBodyText(ctx: Context, types: string[], readBody: BodyReader, streamedBody: boolean): Promise<BodyText> {
+  const pieces = streamedBody && declaresUtf8(ctx) ? new Utf8Pieces() : undefined;
   const chunks: Buffer[] = [];
-  const bytes = await readBytes(ctx, (chunk) => (pieces ? pieces.write(chunk) : chunks.push(chunk)));
+  const bytes = await readBody(ctx, (chunk) => (pieces ? pieces.write(chunk) : chunks.push(chunk)));
   if (bytes === undefined) return { raw: undefined };
   if (bytes > MAX_JSON_BODY_BYTES && types.every(isJsonOrYaml)) throw jsonBodyTooLarge();
-  if (!pieces) return { raw: await textOf(ctx, Buffer.concat(chunks)) };
+  if (!pieces) return { raw: await textOf(ctx, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)) };
   const { text, nul, invalidAt } = pieces.end();
   if (invalidAt !== undefined) throw notDecodable('utf-8', invalidAt);
   return { raw: text, streamed: { pieces: pieces.pieces, bytes }, nul };
@@ -359,12 +346,12 @@ async function readYamlBody(text: string, services: AreaServices, tenantId: numb
 }
 
 /**
- * The body in the declared media types: JSON and YAML parsed here (the body parser hands over text),
+ * The body in the declared media types: JSON and YAML parsed here (the body reader hands over bytes),
  * with the nesting cap checked as they are read and unstorable text refused, naming its field.
  */
-async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined, readers: BodyReaders): Promise<{ value: unknown; streamed?: StreamedText }> {
+async function parseBody(ctx: Context, decl: RouteDecl, services: AreaServices, principal: Principal | undefined, readBody: BodyReader): Promise<{ value: unknown; streamed?: StreamedText }> {
   const types = decl.bodyTypes ?? ['application/json'];
-  const { raw, streamed, nul } = decl.streamedBody ? await readStreamedBody(ctx, types, readers.bytes) : await readWholeBody(ctx, types, readers.text);
+  const { raw, streamed, nul } = await readBodyText(ctx, types, readBody, decl.streamedBody === true);
   if (ctx.is(...YAML_TYPES) && types.some((t) => t.includes('yaml'))) {
     const text = String(raw ?? '');
     if (Buffer.byteLength(text) > MAX_YAML_BYTES) {
