@@ -170,7 +170,7 @@ export class Config {
     return this.typed(name, 'boolean') as boolean;
   }
 
-  /** A size property (`10mb`) in bytes, as koa-body reads it (1 kb = 1,024 bytes). */
+  /** A size property (`10mb`) in bytes (1 kb = 1,024 bytes, as the `bytes` package reads it). */
   bytes(name: string): number {
     return sizeInBytes(this.string(name)) ?? 0;
   }
