@@ -30,14 +30,25 @@ class BodyReadError extends Error {
  * listened to after it settles.
  */
 export function bodyBytesReader(limit: number, refuse: (err: Error, ctx: Context) => never) {
-  return async (ctx: Context, onChunk: (chunk: Buffer) => void): Promise<number | undefined> => {
+  return async (ctx: Context, onChunk: (chunk: Buffer) => void, cap?: BodyCap): Promise<number | undefined> => {
     if (!ctx.is(TEXT_BODY_TYPES)) return undefined;
     try {
-      return await readBytes(ctx.req, limit, onChunk);
+      return await readBytes(ctx.req, limit, onChunk, cap);
     } catch (err) {
-      return refuse(err as Error, ctx);
+      if (!(err instanceof BodyReadError)) throw err;
+      return refuse(err, ctx);
     }
   };
+}
+
+/**
+ * A route's own bound below the limit (a JSON or YAML body's 1 MiB): a body past it is refused with `refusal()` as
+ * soon as its Content-Length or its bytes read (decompressed) say so, not once the whole body, up to the limit, has
+ * been read and held.
+ */
+export interface BodyCap {
+  bytes: number;
+  refusal: () => Error;
 }
 
 /**
@@ -48,19 +59,20 @@ export function bodyBytesReader(limit: number, refuse: (err: Error, ctx: Context
  */
 const PIECE_BYTES = 256 * 1024;
 
-function readBytes(req: IncomingMessage, limit: number, onChunk: (chunk: Buffer) => void): Promise<number> {
+function readBytes(req: IncomingMessage, limit: number, onChunk: (chunk: Buffer) => void, cap: BodyCap | undefined): Promise<number> {
   const encoding = req.headers['content-encoding'] || 'identity';
   const inflater = encoding === 'gzip' || encoding === 'deflate' ? createUnzip() : encoding === 'br' ? createBrotliDecompress() : undefined;
   if (!inflater && encoding !== 'identity') return Promise.reject(new BodyReadError(`Unsupported Content-Encoding: ${encoding}`, 415));
   const given = req.headers['content-length'];
   const length = given && !inflater ? Math.trunc(Number(given)) : undefined;
   if (length !== undefined && length > limit) return Promise.reject(new BodyReadError('request entity too large', 413));
+  if (length !== undefined && cap && length > cap.bytes) return Promise.reject(cap.refusal());
   const source: Readable = inflater ? req.pipe(inflater) : req;
   return new Promise<number>((resolve, reject) => {
     let received = 0;
     let settled = false;
     let sinceTurn = 0;
-    const settle = (err: BodyReadError | undefined) => {
+    const settle = (err: Error | undefined) => {
       if (settled) return;
       settled = true;
       req.off('aborted', onAborted).off('close', onClose).off('error', onError);
@@ -84,6 +96,7 @@ function readBytes(req: IncomingMessage, limit: number, onChunk: (chunk: Buffer)
     const onData = (chunk: Buffer) => {
       received += chunk.length;
       if (received > limit) return settle(new BodyReadError('request entity too large', 413));
+      if (cap && received > cap.bytes) return settle(cap.refusal());
       onChunk(chunk);
       // A turn of the event loop after each piece's worth.
       sinceTurn += chunk.length;

@@ -266,6 +266,33 @@ describe('nesting is capped at 64 levels', () => {
     expect({ status: bad.status, body: await bad.json() }).toEqual({ status: 400, body: { error: 'body is not valid UTF-8: an invalid byte sequence at byte offset 1500000', field: 'body', hint: expect.any(String) } });
   });
 
+  it('a JSON or YAML body past 1 MiB is refused while it is still being sent, not read and held up to svc.http.body-limit', async () => {
+    const tooLarge = { status: 413, body: { error: 'body too large: more than the 1,048,576 bytes a JSON or YAML body may hold', hint: expect.stringContaining('svc.http.body-limit') } };
+    /** Sends the headers and `first` bytes of a body and never ends it: the answer the hub gives meanwhile. */
+    const answerBeforeTheEnd = (type: string, first: Buffer, extra: Record<string, string | number> = {}) =>
+      new Promise<{ status: number; body: unknown }>((resolve, reject) => {
+        const req = request(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': type, ...extra } });
+        req.on('error', reject);
+        req.on('response', (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => {
+            resolve({ status: res.statusCode!, body: JSON.parse(text) });
+            req.destroy();
+          });
+        });
+        req.write(first);
+      });
+    // Chunked (no Content-Length): refused once 1 MiB and a byte have come (was: read on to the end, up to 10 MB).
+    const past = Buffer.from(`{"note":"${'x'.repeat(1024 * 1024 + 10)}`);
+    expect(await answerBeforeTheEnd('application/json', past)).toEqual(tooLarge);
+    expect(await answerBeforeTheEnd('application/yaml', Buffer.from(`note: ${'x'.repeat(1024 * 1024 + 10)}`))).toEqual(tooLarge);
+    // Compressed: its bytes counted as they inflate.
+    expect(await answerBeforeTheEnd('application/json', gzipSync(past), { 'Content-Encoding': 'gzip' })).toEqual(tooLarge);
+    // A Content-Length past 1 MiB (under the body limit): refused before a byte of the body is read.
+    expect(await answerBeforeTheEnd('application/json', Buffer.from('{'), { 'Content-Length': 5 * 1024 * 1024 })).toEqual(tooLarge);
+  });
+
   it('a body past svc.http.body-limit is a 413 that names the limit', async () => {
     const padded = { ...manifestOf('too-large'), metadata: { name: 'too-large', annotations: { note: 'x'.repeat(10 * 1024 * 1024) } } };
     const refused = await call('POST', '/api/connectors/validate', { body: JSON.stringify(padded) });

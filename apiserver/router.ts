@@ -289,7 +289,8 @@ interface BodyText {
 }
 
 /**
- * The body, read as bytes as they arrive: a JSON or YAML body past MAX_JSON_BODY_BYTES refused before it is decoded,
+ * The body, read as bytes as they arrive: a JSON or YAML body past MAX_JSON_BODY_BYTES refused as soon as its
+ * Content-Length or its bytes read pass it (nothing more read or held),
  * another decoded at once once it has ended (at most 1 MiB of UTF-8 for a route that is not `streamedBody`). A
  * `streamedBody` route's in UTF-8 is decoded as it comes, each chunk once, so no step holds the event loop for the
  * whole body (10 MB of text outside latin1, read whole then decoded and searched, held it 45 to 190 ms); in another
@@ -298,9 +299,10 @@ interface BodyText {
 async function readBodyText(ctx: Context, types: string[], readBody: BodyReader, streamedBody: boolean): Promise<BodyText> {
   const pieces = streamedBody && declaresUtf8(ctx) ? new Utf8Pieces() : undefined;
   const chunks: Buffer[] = [];
-  const bytes = await readBody(ctx, (chunk) => (pieces ? pieces.write(chunk) : chunks.push(chunk)));
+  // A route of JSON and YAML only stops reading at their bound: a body past it is not held up to svc.http.body-limit.
+  const cap = types.every(isJsonOrYaml) ? { bytes: MAX_JSON_BODY_BYTES, refusal: jsonBodyTooLarge } : undefined;
+  const bytes = await readBody(ctx, (chunk) => (pieces ? pieces.write(chunk) : chunks.push(chunk)), cap);
   if (bytes === undefined) return { raw: undefined };
-  if (bytes > MAX_JSON_BODY_BYTES && types.every(isJsonOrYaml)) throw jsonBodyTooLarge();
   if (!pieces) return { raw: await textOf(ctx, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)) };
   const { text, nul, invalidAt } = pieces.end();
   if (invalidAt !== undefined) throw notDecodable('utf-8', invalidAt);
