@@ -59,11 +59,14 @@ describe('kill -9 during migrations', () => {
     // a new connectors migration is undone here too).
     const migrated = await startHubProcess('all', url);
     expect(await migrated.stop()).toBe(0);
-    await owner.query(`drop function connectors.ingest_stage(integer, boolean);
+    await owner.query(`drop trigger runs_chunk_counts_folded on connectors.runs;
+      drop function connectors.run_chunk_counts_folded();
+      drop table connectors.run_chunk_counts;
+      drop function connectors.ingest_stage(integer, boolean);
       drop trigger endpoints_watermark_written on connectors.endpoints;
       drop function connectors.resume_cleared_with_watermark();
       delete from public.svc_schema_history where schema = 'connectors' and version >= 12`);
-    expect(readMigrations().filter((f) => f.schema === 'connectors').map((f) => f.version).filter((v) => v >= 12)).toEqual([12, 13]);
+    expect(readMigrations().filter((f) => f.schema === 'connectors').map((f) => f.version).filter((v) => v >= 12)).toEqual([12, 13, 14]);
 
     // The file's first statement (the function) runs, its second (the trigger) waits for the table.
     const locker = await client(url);

@@ -394,6 +394,8 @@ export class ConnectorRunner {
     /** Whether the source answered 404/410 for a position the read carried (StalePositionError). */
     let stale = false;
     let written = 0;
+    /** Rows of this run dead-lettered by the chunks committed so far. */
+    let deadLettered = 0;
     let buffer: unknown[] = [];
     let cancelCheckedAt = Date.now();
     const chunkSize = Math.max(1, Math.min(this.o.chunkSize, reader.chunkRows ?? this.o.chunkSize));
@@ -418,12 +420,14 @@ export class ConnectorRunner {
       let how: ChunkWriting = { expectNew, rowByRow: false, unpromoted };
       for (;;) {
         try {
-          const { cancelRequested, deadLetterCount } = await this.inWriteSlot(tenantId, () =>
+          const { cancelRequested, deadLetters } = await this.inWriteSlot(tenantId, () =>
             this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how)),
           );
           written += items.length;
+          // The run's dead letters so far, its chunks committed: this process writes all of them.
+          deadLettered += deadLetters;
           const cap = this.o.maxDeadLetters ?? DEFAULT_MAX_DEAD_LETTERS;
-          if (deadLetterCount > cap) throw new DeadLetterCapError(cap);
+          if (deadLettered > cap) throw new DeadLetterCapError(cap);
           if (cancelRequested && !controller.signal.aborted) controller.abort(new CancelledByRequest());
           return;
         } catch (err) {
@@ -714,7 +718,8 @@ export class ConnectorRunner {
     await insertDeadLetters(tx, { runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
     for (const reason of new Set(losses.map((l) => l.skipReason))) deadLettersTotal().inc({ reason }, losses.filter((l) => l.skipReason === reason).length);
     await this.o.indexer.rowsWritten(tx, { ...ids, connectorName: connector.name, table: endpoint.target.table, scopes: connector.scopes, rows: stored.rows });
-    return addChunk(tx, run.id, { in: items.length, out: stored.written, skipped: losses.length, deadLetters: losses.length });
+    const { cancelRequested } = await addChunk(tx, run.id, { in: items.length, out: stored.written, skipped: losses.length, deadLetters: losses.length });
+    return { cancelRequested, deadLetters: losses.length };
   }
 
   /**

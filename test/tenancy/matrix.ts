@@ -59,6 +59,12 @@ export const TABLES: TableCase[] = [
   { table: 'connectors.connectors', ...NONE },
   { table: 'connectors.endpoints', ...NONE },
   { table: 'connectors.runs', ...NONE },
+  {
+    table: 'connectors.run_chunk_counts',
+    ...NONE,
+    seed: `insert into connectors.run_chunk_counts (run_id, tenant_id, records_in, records_out, records_skipped, dead_letters)
+           select id, $1, 1, 1, 0, 0 from connectors.runs where tenant_id = $1 limit 1`,
+  },
   { table: 'connectors.dead_letters', ...NONE },
   { table: 'connectors.ext_tables', ...NONE },
   {

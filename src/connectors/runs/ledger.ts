@@ -27,11 +27,39 @@ export interface RunRecord {
   errorMessage: string | null;
 }
 
-/** A run's columns, read as the record itself: its times as the text of the answer (`isoTimestampSql`). */
-const COLUMNS = `id, connector_id as "connectorId", connector_name as "connector", endpoint_uuid as "endpointId", endpoint_id as "endpoint",
-  status, ${isoTimestampSql('started_at')} as "startedAt", ${isoTimestampSql('ended_at')} as "endedAt", records_in as "recordsIn", records_out as "recordsOut",
-  records_skipped as "recordsSkipped", dead_letter_count as "deadLetterCount", triggered_by as "triggeredBy", sync_mode as "syncMode",
-  chunk_count as "chunkCount", error_message as "errorMessage"`;
+/**
+ * A run's columns, read as the record itself: its times as the text of the answer (`isoTimestampSql`).
+ * `added`: the alias of the counts its chunks recorded while it runs (addedCounts), when read.
+ */
+function columns(added?: string): string {
+  const plus = (column: string, addend: string) => (added ? `${column} + coalesce(${added}.${addend}, 0)` : column);
+  return `id, connector_id as "connectorId", connector_name as "connector", endpoint_uuid as "endpointId", endpoint_id as "endpoint",
+  status, ${isoTimestampSql('started_at')} as "startedAt", ${isoTimestampSql('ended_at')} as "endedAt", ${plus('records_in', 'added_in')} as "recordsIn",
+  ${plus('records_out', 'added_out')} as "recordsOut", ${plus('records_skipped', 'added_skipped')} as "recordsSkipped",
+  ${plus('dead_letter_count', 'added_dead_letters')} as "deadLetterCount", triggered_by as "triggeredBy", sync_mode as "syncMode",
+  ${plus('chunk_count', 'added_chunks')} as "chunkCount", error_message as "errorMessage"`;
+}
+
+/**
+ * The columns of a run's row as a statement returns it (the row of a run created or just ended:
+ * no chunk counts beside it, connectors V14).
+ */
+const COLUMNS = columns();
+
+/**
+ * The counts the chunks of the run `run` (an alias of connectors.runs) recorded beside its row while it
+ * runs (addChunk; connectors V14 adds them to the row as the run ends), as a lateral join's columns
+ * `added_*`: one row, with nulls (and 0 chunks) for none. Looked up for a Running run only.
+ */
+function addedCounts(run: string): string {
+  return `left join lateral (
+      select sum(k.records_in)::bigint as added_in, sum(k.records_out)::bigint as added_out, sum(k.records_skipped)::bigint as added_skipped,
+             sum(k.dead_letters)::bigint as added_dead_letters, count(*)::integer as added_chunks
+        from connectors.run_chunk_counts k where k.run_id = ${run}.id and ${run}.status = 'Running') added on true`;
+}
+
+/** A run's record as read, its counts those of its row and of its chunks so far. */
+const READ_COLUMNS = columns('added');
 
 export async function createRun(
   tx: Tx,
@@ -94,26 +122,23 @@ export async function holdRunning(tx: Tx, runId: string): Promise<void> {
 }
 
 /**
- * Adds one chunk's counters; answers whether a cancel was requested meanwhile. The run's row is
- * updated only while it is Running (and locked to the chunk's commit, so a sweep or cancel closing
- * it waits for the chunk); one closed already is a RunClosedError.
+ * Records one chunk's counters, in the chunk's transaction; answers whether a cancel was requested
+ * meanwhile. The run's row is held `for share` to the chunk's commit, so a sweep or cancel closing
+ * it waits for the chunk, while the other chunks of the run in flight do not (an update of the row
+ * held each to the commit of the one before it): the counts go to a row of their own
+ * (connectors.run_chunk_counts), added to the run's as it ends (connectors V14). A run closed already
+ * is a RunClosedError.
  */
-export async function addChunk(
-  tx: Tx,
-  runId: string,
-  counts: { in: number; out: number; skipped: number; deadLetters: number },
-): Promise<{ cancelRequested: boolean; deadLetterCount: number }> {
-  const { rows } = await tx.query<{ cancel_requested: boolean; dead_letter_count: number }>(
-    `update connectors.runs set records_in = records_in + $2, records_out = records_out + $3, records_skipped = records_skipped + $4,
-            dead_letter_count = dead_letter_count + $5, chunk_count = chunk_count + 1, heartbeat_at = now()
-      where id = $1 and status = 'Running' returning cancel_requested, dead_letter_count`,
+export async function addChunk(tx: Tx, runId: string, counts: { in: number; out: number; skipped: number; deadLetters: number }): Promise<{ cancelRequested: boolean }> {
+  const { rows } = await tx.query<{ status: string; cancel_requested: boolean }>(
+    `with run as (select status, cancel_requested from connectors.runs where id = $1 for share),
+          counted as (insert into connectors.run_chunk_counts (run_id, tenant_id, records_in, records_out, records_skipped, dead_letters)
+                      select $1, core.current_tenant(), $2, $3, $4, $5 from run where status = 'Running')
+     select status, cancel_requested from run`,
     [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
   );
-  if (!rows[0]) {
-    const { rows: closed } = await tx.query<{ status: string }>('select status from connectors.runs where id = $1', [runId]);
-    if (closed[0]) throw new RunClosedError(runId, closed[0].status);
-  }
-  return { cancelRequested: rows[0]?.cancel_requested ?? false, deadLetterCount: Number(rows[0]?.dead_letter_count ?? 0) };
+  if (rows[0] && rows[0].status !== 'Running') throw new RunClosedError(runId, rows[0].status);
+  return { cancelRequested: rows[0]?.cancel_requested ?? false };
 }
 
 export async function cancelRequested(tx: Tx, runId: string): Promise<boolean> {
@@ -136,14 +161,14 @@ export async function finishRun(tx: Tx, runId: string, status: Exclude<RunStatus
 
 export async function getRun(tx: Tx, id: string): Promise<RunRecord> {
   if (!isUuid(id)) throw new NotFoundError('run not found');
-  const { rows } = await tx.query<RunRecord>(`select ${COLUMNS} from connectors.runs where id = $1`, [id]);
+  const { rows } = await tx.query<RunRecord>(`select ${READ_COLUMNS} from connectors.runs run ${addedCounts('run')} where run.id = $1`, [id]);
   if (!rows[0]) throw new NotFoundError('run not found');
   return rows[0];
 }
 
 /** The newest runs first (of one connector, given its id). */
 function runsSql(connectorId: string | undefined): string {
-  return `select ${COLUMNS} from connectors.runs ${connectorId === undefined ? '' : 'where connector_id = $2'} order by started_at desc, id limit $1`;
+  return `select ${READ_COLUMNS} from connectors.runs run ${addedCounts('run')} ${connectorId === undefined ? '' : 'where run.connector_id = $2'} order by run.started_at desc, run.id limit $1`;
 }
 
 export async function listRuns(tx: Tx, limit: number, connectorId?: string): Promise<RunRecord[]> {
@@ -189,10 +214,10 @@ export async function listRunsJson(tx: Tx, page: PageRequest, filter: RunFilter 
   // A named statement per shape (filtered or not, first page or not), each with a plan of its own.
   const { rows } = await tx.query<{ body: string; next: string[] | null }>(
     jsonPageSql({
-      rows: `select * from connectors.runs ${where.length ? `where ${where.join(' and ')}` : ''} order by started_at desc, id limit $1::integer + 1`,
+      rows: `select run.*, added.* from connectors.runs run ${addedCounts('run')} ${where.length ? `where ${where.join(' and ')}` : ''} order by started_at desc, id limit $1::integer + 1`,
       order: 'started_at desc, id',
       limit: '$1::integer',
-      record: COLUMNS,
+      record: columns('run'),
       alias: 'run',
       key: `array[${keyInstantSql('started_at')}, id::text]`,
     }),
