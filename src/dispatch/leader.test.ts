@@ -227,10 +227,12 @@ describe('leadership', () => {
     await holder.connect();
     await holder.query('select pg_advisory_lock(hashtext($1))', [key]);
     const elector = new AdvisoryLockElector(url, key);
-    // Counts the acquisitions won: the case below is one (else it proves nothing).
+    // Counts the checks' tries, and the acquisitions won: the case below is one (else it proves nothing).
+    let tries = 0;
     let won = 0;
     const acquire = elector.acquire.bind(elector);
     elector.acquire = async () => {
+      tries++;
       const ok = await acquire();
       if (ok) won++;
       return ok;
@@ -252,10 +254,12 @@ describe('leadership', () => {
     expect(rows.length).toBe(1);
     const backend = rows[0]!.pid;
     process.kill(backend, 'SIGSTOP');
+    // A try begun from now waits for the answer of the frozen backend, which reads it after the unlock.
+    const before = tries;
     try {
       await holder.query('select pg_advisory_unlock(hashtext($1))', [key]);
-      // A check (every 100 ms) has sent its try and waits for the answer.
-      await new Promise((r) => setTimeout(r, 400));
+      // A check (every 100 ms) sends its try (was: a sleep of 400 ms, which a loaded machine may let pass without one).
+      await until('a check to send its try', () => tries > before, { everyMs: 5 });
       await clock.stop();
       const stopping = leadership.stop();
       await new Promise((r) => setTimeout(r, 100));
