@@ -169,6 +169,7 @@ describe('upsertChunk: a large chunk is made and sent a piece at a time', () => 
     const child = spawn(process.execPath, ['--expose-gc', '--single-threaded', '--import', 'tsx', fileURLToPath(new URL('../../../test/harness/copy-hold-child.ts', import.meta.url))], {
       env: { ...process.env, COPY_HOLD_URL: m.ownerUrl, COPY_HOLD: JSON.stringify({ table: target.table, promote: target.promote, ids, roles: TEST_ROLES, bound: BOUND, tries: 5 }) },
       stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 50_000, // killed within the case's time
     });
     let out = '';
     let err = '';
