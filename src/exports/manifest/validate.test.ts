@@ -102,18 +102,30 @@ describe('export manifest', () => {
     const name = (prefix: string, i: number) => `${prefix}${String(i).padStart(8, '0')}`.padEnd(63, 'x');
     const columns = Array.from({ length: 400 }, (_, i) => name('c', i));
     const near = Array.from({ length: 400 }, (_, i) => name('c', i).replace(/x$/, 'y'));
-    let started = performance.now();
-    errorsOf(manifest({ columns, order: columns }));
-    const knownMs = performance.now() - started;
-    started = performance.now();
-    const errors = errorsOf(manifest({ columns, order: near }));
-    const unknownMs = performance.now() - started;
+    const timed = (order: string[]) => {
+      const started = performance.now();
+      const errors = errorsOf(manifest({ columns, order }));
+      return { errors, ms: performance.now() - started };
+    };
+    // The baseline is the same check with the first five unknown sort columns only: the five hints all 400 must
+    // cost too. Measured in the same run, alternately, the least of up to three rounds each (a round that met the
+    // bound ends them), so a loaded machine slows both.
+    let fiveMs = Infinity;
+    let allMs = Infinity;
+    let errors: Record<string, string> = {};
+    for (let round = 0; round < 3 && !(allMs < 10 * fiveMs); round++) {
+      fiveMs = Math.min(fiveMs, timed(near.slice(0, 5)).ms);
+      const all = timed(near);
+      allMs = Math.min(allMs, all.ms);
+      errors = all.errors;
+    }
     // The first 100 listed (MAX_LISTED_ISSUES), the other 300 counted in one last entry.
     expect(Object.keys(errors)).toHaveLength(101);
     expect(errors['']).toBe('… and 300 more not listed (the first 100 are)');
     expect(Object.values(errors).filter((e) => e.includes('misspelt?'))).toHaveLength(5);
-    // Five hints cost about a second under the test runner's transform (50 ms compiled); one per entry cost 229 s.
-    expect({ knownMs, unknownMs, bounded: unknownMs < 1000 * knownMs + 5000 }).toMatchObject({ bounded: true });
+    // Five hints and 395 plain errors cost about what five hints do (1.0-1.2 times); a hint for each of the 400
+    // costs 80 times as much (a hint for each of the first 100 failed this at 27 times).
+    expect(allMs).toBeLessThan(10 * fiveMs);
   });
 
   it('refuses inline credentials with a message naming the *_env field', () => {
