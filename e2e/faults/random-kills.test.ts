@@ -54,7 +54,8 @@ function clocks(dataDir: string, smtpPort: number): Record<string, string> {
   return {
     SVC_DATA_DIR: dataDir,
     SVC_CONNECTORS_HEARTBEAT_EVERY: '300ms',
-    SVC_CONNECTORS_RUN_STALE_AFTER: '2s',
+    // 5 s: a pause of the hub on a loaded machine (GC, CPU starvation) of about 2 s must not fail a run still going.
+    SVC_CONNECTORS_RUN_STALE_AFTER: '5s',
     SVC_CONNECTORS_INTERRUPTED_SWEEP_EVERY: '500ms',
     SVC_WEBHOOK_SWEEP_EVERY: '500ms',
     SVC_WEBHOOK_RETRY_EVERY: '300ms',
@@ -392,6 +393,8 @@ async function replay(seed: number): Promise<void> {
 }
 
 describe('kill -9 of the hub at random moments under a mixed workload', () => {
-  for (const seed of FIXED) it(`seed ${seed} (a fixed case)`, () => replay(seed), 150_000);
-  it(`seed ${SEED}`, () => replay(SEED), 150_000);
+  // Above the sum of the waits inside (each names what it waits for and prints the hubs' output when it runs out):
+  // jest's own limit, when it fires first, prints neither.
+  for (const seed of FIXED) it(`seed ${seed} (a fixed case)`, () => replay(seed), 600_000);
+  it(`seed ${SEED}`, () => replay(SEED), 600_000);
 });
