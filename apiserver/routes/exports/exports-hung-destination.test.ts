@@ -82,7 +82,15 @@ describe('export runs to a destination that never answers', () => {
     for (let i = 1; i <= 5; i++) runs.push([`hang-${i}`, await startRun(A, `hang-${i}`)]);
     // Each streaming run connects to the endpoint (its pre-check waits there for ever): two do.
     await until('two runs of A to reach the endpoint', () => silent.sockets.size >= 2);
-    await new Promise((r) => setTimeout(r, 1_500)); // longer than run-stale-after: heartbeats must have gone on
+    // Heartbeats go on past run-stale-after: a marker run, Running with its last beat now (after every
+    // run above was claimed) and never beating, is failed by the interrupted-run sweep once stale; a
+    // run of A whose beats had stopped would have been failed by then too (checked below).
+    const marker = await owner.query<{ id: string }>(
+      `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time, heartbeat_at)
+       values ($1, gen_random_uuid(), 'stale-marker', 'item', 'crm', 's3', 'Running', 'manual', now(), now()) returning id`,
+      [A],
+    );
+    await until('the sweep to fail the stale marker run', async () => (await owner.query('select status from exports.runs where id = $1', [marker.rows[0]!.id])).rows[0]?.status === 'Failed', 5_000);
     expect(silent.sockets.size).toBe(2);
 
     const started = Date.now();
@@ -112,8 +120,7 @@ describe('export runs to a destination that never answers', () => {
     // Another tenant's run takes the third slot of the process.
     await startRun(B, 'other-hang');
     await until('the run of B to reach the endpoint', () => silent.sockets.size >= 3);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(silent.sockets.size).toBe(3);
+    expect(silent.sockets.size).toBe(3); // and no more: checked again once the held places below show three streams
 
     // The three streams hold three of the pool's 6 − 2 = 4 places for work that holds a connection
     // for long (Database.holdConnection, shared with connector chunk writes and analytic queries):
@@ -130,11 +137,14 @@ describe('export runs to a destination that never answers', () => {
     const fifth = hub.services.db.holdConnection(B, async () => {
       entered.push('fifth');
     });
-    await new Promise((r) => setTimeout(r, 300));
-    expect(entered).toEqual(['fourth']);
+    await until('the fourth unit to take the last place', () => entered.includes('fourth'));
     const meanwhile = Date.now();
     expect((await clients[B]!.get('/api/entities')).status).toBe(200);
     expect(Date.now() - meanwhile).toBeLessThan(2_000);
+    // After that request (the marker: the pool decides a unit's place when it is offered), the fifth
+    // still waits; and a fourth stream would have taken the fourth unit's place, so three stream.
+    expect(entered).toEqual(['fourth']);
+    expect(silent.sockets.size).toBe(3);
     release();
     await Promise.all([fourth, fifth]);
     expect(entered).toEqual(['fourth', 'fifth']);
@@ -162,7 +172,8 @@ describe('export runs to a destination that never answers', () => {
     const waiting = await list('hang-5');
     expect((await clients[A]!.post(`/api/exports/hang-5/runs/${waiting}/cancel`)).status).toBe(202);
     expect((await ended('hang-5', waiting)).failureCode).toBe('interrupted');
-    await new Promise((r) => setTimeout(r, 300));
+    // Its queued turn comes when a slot of A frees after hang-4's (the stop test below): it must give
+    // the slot back then, never connecting; checked there.
     expect(silent.accepted()).toBe(before + 1);
 
     const again = await clients[A]!.post(`/api/exports/hang-1/runs/${streaming}/cancel`);
@@ -200,10 +211,17 @@ describe('export runs to a destination that never answers', () => {
     await owner.query("update exports.runs set stop_code = 'interrupted', stop_reason = 'cancelled elsewhere' where id = $1", [id]);
     const run = await ended('hang-3', id);
     expect({ code: run.failureCode, reason: run.failureReason }).toEqual({ code: 'interrupted', reason: 'cancelled elsewhere' });
+    // The slot it freed went first to the queued turn of hang-5, cancelled while it waited, which gives
+    // it straight back: a run of B started after takes it (the marker), and hang-5 never connected.
+    const before = silent.accepted();
+    await startRun(B, 'ghost-check'); // B's second slot
+    await until('the run of B to take the slot hang-3 freed', () => silent.received().includes('ghost-check.csv'), { timeoutMs: 5_000, detail: () => silent.received() });
+    expect(silent.received()).not.toContain('hang-5.csv');
+    expect(silent.accepted()).toBe(before + 1);
   }, 30_000);
 
   it('a name applied again waits for the run in flight of its deleted export', async () => {
-    await startRun(B, 'ghost-check'); // B's second slot; A is unaffected
+    // B's second slot is taken (ghost-check, started by the test above); A is unaffected.
     // A Running run of an earlier, deleted export of the name (run by another process).
     await owner.query(
       `insert into exports.runs (tenant_id, export_id, export_name, entity, scope, destination, status, trigger, artifact_time)
@@ -275,6 +293,8 @@ describe('export runs to a destination that never answers', () => {
     const held = request(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(B), 'content-type': 'application/json', 'transfer-encoding': 'chunked' } });
     held.on('error', () => undefined);
     held.write('{"name": "HELD", ');
+    // A sleep left on purpose: nothing of the server shows a request in flight. Too short a wait (the
+    // stop begun before the server read the request) fails the grace check below, never passes it falsely.
     await new Promise((r) => setTimeout(r, 200));
     const stopping = Date.now();
     const stopped = hub.stop();
