@@ -88,7 +88,12 @@ describe('an export run waiting for a place among the units holding a connection
 
     const cancelled = await startRun('held-cancel');
     const deleted = await startRun('held-delete');
-    await new Promise((r) => setTimeout(r, 600)); // beyond run-stale-after's half: heartbeats go on meanwhile
+    // Heartbeats go on while they wait: each beat past half of run-stale-after after its claim.
+    await until(
+      'both waiting runs to beat past half of run-stale-after',
+      async () => (await owner.query(`select count(*)::int as n from exports.runs where id in ($1, $2) and heartbeat_at > started_at + interval '500 milliseconds'`, [cancelled, deleted])).rows[0].n === 2,
+      5_000,
+    );
     expect((await runOf('held-cancel', cancelled)).status).toBe('Running');
     expect((await runOf('held-delete', deleted)).status).toBe('Running');
 
@@ -107,8 +112,14 @@ describe('an export run waiting for a place among the units holding a connection
     await Promise.all(held);
     const after = hub.services.db.holdConnection(A, async () => 'free');
     await expect(after).resolves.toBe('free');
-    await new Promise((r) => setTimeout(r, 300));
-    expect(silent.accepted()).toBe(0);
+    // A marker run started after them goes the same way (a slot, then a place) and reaches the
+    // endpoint; neither stopped run did. Cancelled, it gives both back for the next tests.
+    const marker = await startRun('held-marker');
+    await until('the marker run to reach the endpoint', () => silent.received().includes('held-marker.csv'), { timeoutMs: 5_000, detail: () => silent.received() });
+    expect(silent.received()).not.toMatch(/held-(cancel|delete)\.csv/);
+    expect(silent.accepted()).toBe(1);
+    expect((await api.post(`/api/exports/held-marker/runs/${marker}/cancel`)).status).toBe(202);
+    await ended('held-marker', marker);
   }, 20_000);
 
   it('the one-shot download takes a place too: it waits while both are held, and the API answers meanwhile', async () => {
@@ -118,9 +129,11 @@ describe('an export run waiting for a place among the units holding a connection
       answered = true;
       return r;
     });
-    await new Promise((r) => setTimeout(r, 500));
-    expect(answered).toBe(false);
+    // Both places held: the download waits among the units asking for one (two holding, it waiting).
+    const pool = hub.services.db as unknown as { held: { size(): number } };
+    await until('the download to wait for a place', () => pool.held.size() === 3);
     expect((await api.get('/api/exports')).status).toBe(200);
+    expect(answered).toBe(false);
     releaseHeld();
     await Promise.all(held);
     const got = await download;
@@ -138,6 +151,6 @@ describe('an export run waiting for a place among the units holding a connection
       code: 'interrupted',
       reason: 'the hub was stopping when the run was claimed. Retry it',
     });
-    expect(silent.accepted()).toBe(0);
+    expect(silent.received()).not.toContain('held-closing.csv');
   }, 20_000);
 });
