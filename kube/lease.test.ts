@@ -111,7 +111,7 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     while (Date.now() < renewUntil) {
       expect(await a.renew()).toBe(true);
       expect(await b.acquire()).toBe(false);
-      await sleep(100);
+      await sleep(100); // the leader's pace of renewals: real time must pass the 1 s duration meanwhile
     }
     const lastRenewal = Date.now();
     expect(await a.renew()).toBe(true);
@@ -183,7 +183,7 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     const b = elector(name, 'pod-b');
     expect(await a.acquire()).toBe(true);
     expect(await b.acquire()).toBe(false);
-    await sleep(1_050);
+    await sleep(1_050); // the Lease must expire: real time past its 1 s duration
     api.failNext('PUT', new RegExp(`/leases/${name}$`), 409);
     expect(await b.acquire()).toBe(false);
     expect(b.isLeader()).toBe(false);
@@ -198,7 +198,7 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     api.failNext('PUT', new RegExp(`/leases/${name}$`), 500, 1_000);
     expect(await a.renew()).toBe(true);
     expect(a.isLeader()).toBe(true);
-    await sleep(400);
+    await sleep(400); // real time passes, still within the 1 s duration: the failures keep the leadership
     expect(await a.renew()).toBe(true);
     expect(a.losses).toEqual([]);
     await until('the renew deadline', () => Date.now() - acquired > 1_000);
@@ -213,7 +213,7 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     expect(await a.acquire()).toBe(true);
     api.failNext('GET', new RegExp(`/leases/${name}$`), 503, 1_000);
     expect(await a.renew()).toBe(true);
-    await sleep(320);
+    await sleep(320); // real time past the 300 ms renew deadline
     expect(await a.renew()).toBe(false);
     expect(a.losses).toHaveLength(1);
   });
@@ -226,6 +226,11 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     let runs = 0;
     leadership.gate(clock).schedule('job', { every: 20 }, async () => {
       runs++;
+    });
+    // The marker: an ungated job of the same clock and period, which goes on ticking.
+    let ticks = 0;
+    clock.schedule('marker', { every: 20 }, async () => {
+      ticks++;
     });
     clock.start();
     await leadership.start();
@@ -240,7 +245,8 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
       expect(a.isLeader()).toBe(false);
       // Resumed: the job's overdue ticks come before any answer of the API server, and do nothing.
       await until('the loss noticed', () => a.losses.length === 1);
-      await sleep(100);
+      const at = ticks;
+      await until('the clock to tick twice more', () => ticks >= at + 2);
       expect(runs).toBe(before);
       expect(a.isLeader()).toBe(false);
     } finally {
@@ -270,7 +276,7 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
       await until('a few runs', () => runs.a >= 5);
       expect(runs.b).toBe(0);
       expect(await b.gated.trigger('job')).toBe(false);
-      // Longer than the lease duration: the leader's renewals keep it.
+      // Longer than the lease duration: the leader's renewals keep it (real time must pass the 1 s duration).
       await sleep(1_200);
       expect([a.leadership.isLeader(), b.leadership.isLeader()]).toEqual([true, false]);
       expect(runs.b).toBe(0);
@@ -366,7 +372,9 @@ describe('Lease requests the API server does not answer', () => {
       // The next check (its timer set within the start) waits on the API server when the signal comes.
       await until('a renewal to wait on the Lease', () => release.held === 1, 5_000);
       stop.abort(new Error('SIGTERM'));
-      await sleep(200);
+      // The marker: a read of the Lease by the same client after the signal is answered (the held one
+      // would have been given up before it).
+      expect(await elector(name, 'pod-b', { leaseDurationSeconds: 15 }).acquire()).toBe(false);
       expect(release.abandoned).toBe(0);
       release();
       await leadership.stop();
@@ -489,7 +497,7 @@ describe('the leader elector factory (cmd/leader.ts)', () => {
     expect(await e.acquire()).toBe(true);
     expect(lease('factory-made')!.spec).toEqual(expect.objectContaining({ holderIdentity: 'hub-dispatcher-0', leaseDurationSeconds: 3 }));
     for (let i = 0; i < 3; i++) {
-      await sleep(500);
+      await sleep(500); // renewals a configured period apart: real time passes
       expect(await e.renew()).toBe(true);
     }
     expect(losses).toBe(0);
