@@ -52,7 +52,8 @@ describe('kill -9 of the hub mid dormancy sweep', () => {
     const workflow = { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: 'dormant-status' }, spec: { entity: 'dormant', stateColumn: 'country', states: countries, dormancy: { after: '1s' } } };
     expect(await post('/api/workflows/apply', workflow)).toBe(201);
     await prepare.stop();
-    await new Promise((r) => setTimeout(r, 1100));
+    // Every record due before the first process starts (its first pass announces them all): by the database's clock, which the sweep reads.
+    await until('every record to be due', async () => (await owner.query(`select now() > tracked_since + interval '1 second' as due from workflows.workflows where name = 'dormant-status'`)).rows[0]?.due === true, { timeoutMs: 5_000 });
 
     const clocks = { SVC_WORKFLOW_SWEEP_EVERY: '500ms', SVC_LEADER_CHECK_EVERY: '300ms' };
     const decisions = async () => Number((await owner.query(`select count(*)::int as n from events.outbox where type = 'decision.dormant.dormant-status'`)).rows[0].n);
@@ -75,14 +76,24 @@ describe('kill -9 of the hub mid dormancy sweep', () => {
       everyMs: 200,
       detail: () => `${seen} of ${records} decisions (${atCrash} at the crash); the hub said:\n${second.output().slice(-1500)}`,
     });
-    await new Promise((r) => setTimeout(r, 1500)); // more ticks: nothing more comes
+    // Nothing more comes: a marker record, due 1 s after a later pass sees it, is announced by a pass
+    // after that one; a decision doubled by those passes would show by then.
+    await owner.query(
+      `insert into ext_t1.dormant_partners (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, country)
+         select 1, 'marker', 'h-marker', '{}', connector_id, endpoint_id, 'DE' from ext_t1.dormant_partners limit 1`,
+    );
+    await until('the marker record\'s decision', async () => (await owner.query(`select 1 from events.outbox where type = 'decision.dormant.dormant-status' and payload->>'key' = 'marker'`)).rows.length > 0, {
+      timeoutMs: 30_000,
+      everyMs: 100,
+      detail: () => second.output().slice(-1500),
+    });
     const { rows } = await owner.query(
       `select count(*)::int as decisions, count(distinct payload->>'key')::int as keys
          from events.outbox where type = 'decision.dormant.dormant-status'`,
     );
-    expect(rows[0]).toEqual({ decisions: records, keys: records });
+    expect(rows[0]).toEqual({ decisions: records + 1, keys: records + 1 });
     const spells = await owner.query(`select count(*)::int as n, count(*) filter (where notified_at is not null)::int as notified from workflows.spells`);
-    expect(spells.rows[0]).toEqual({ n: records, notified: records });
+    expect(spells.rows[0]).toEqual({ n: records + 1, notified: records + 1 });
     await second.stop();
   }, 240_000);
 });
