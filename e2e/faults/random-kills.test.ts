@@ -252,7 +252,7 @@ async function scenario(seed: number): Promise<void> {
   const runner = (async () => {
     while (working) {
       await call(hub, 'POST', '/api/connectors/chaos/runs');
-      await new Promise((r) => setTimeout(r, 200));
+      await new Promise((r) => setTimeout(r, 200)); // the load's pace, not a check: runs keep starting while the kills come
     }
   })();
 
