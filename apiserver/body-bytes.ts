@@ -35,6 +35,10 @@ export function bodyBytesReader(limit: number, refuse: (err: Error, ctx: Context
     try {
       return await readBytes(ctx.req, limit, onChunk, cap);
     } catch (err) {
+      // What the client still sends of a body refused before its end is not read: the connection is closed after
+      // the answer, which says so, so that no client sends its next request behind those bytes or on a socket the
+      // server is about to close (a kept-alive client met ECONNRESET on its next request).
+      if (!ctx.req.complete) ctx.set('Connection', 'close');
       if (!(err instanceof BodyReadError)) throw err;
       return refuse(err, ctx);
     }

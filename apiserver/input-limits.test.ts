@@ -267,17 +267,22 @@ describe('nesting is capped at 64 levels', () => {
   });
 
   it('a JSON or YAML body past 1 MiB is refused while it is still being sent, not read and held up to svc.http.body-limit', async () => {
-    const tooLarge = { status: 413, body: { error: 'body too large: more than the 1,048,576 bytes a JSON or YAML body may hold', hint: expect.stringContaining('svc.http.body-limit') } };
+    // The rest of the body is not read: the connection is closed after the answer (no client reuses it).
+    const tooLarge = {
+      status: 413,
+      body: { error: 'body too large: more than the 1,048,576 bytes a JSON or YAML body may hold', hint: expect.stringContaining('svc.http.body-limit') },
+      connection: 'close',
+    };
     /** Sends the headers and `first` bytes of a body and never ends it: the answer the hub gives meanwhile. */
     const answerBeforeTheEnd = (type: string, first: Buffer, extra: Record<string, string | number> = {}) =>
-      new Promise<{ status: number; body: unknown }>((resolve, reject) => {
+      new Promise<{ status: number; body: unknown; connection: string | undefined }>((resolve, reject) => {
         const req = request(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': type, ...extra } });
         req.on('error', reject);
         req.on('response', (res) => {
           let text = '';
           res.on('data', (d) => (text += d));
           res.on('end', () => {
-            resolve({ status: res.statusCode!, body: JSON.parse(text) });
+            resolve({ status: res.statusCode!, body: JSON.parse(text), connection: res.headers.connection });
             req.destroy();
           });
         });
