@@ -52,25 +52,46 @@ interface WebhookConsumerOptions {
 type Inserted = { id: number; tenant_id: number; integration_id: number };
 
 /**
- * A row the consumer's statement recorded: its integration's columns come on the first row of each
- * integration only (null on the others), and the body not at all (the consumer sent it).
+ * What the consumer's statement answers: one row per integration of the rows it recorded, with that
+ * integration's columns and its rows' ids and events (`idList`, in id order). Not one row per
+ * recorded row: a row object of every column for each delivery was a visible share of what a
+ * drain allocates per delivery; the rest of a row (tenant, kind, event type, attempts) is the
+ * event's, or the same for every row recorded.
  */
-type Recorded = Omit<ClaimedRow, 'body' | keyof IntegrationColumns> & { integration_id: number } & {
-  [K in Exclude<keyof IntegrationColumns, 'integration_id'>]: IntegrationColumns[K] | null;
-};
+type Recorded = IntegrationColumns & { ids: string; event_ids: string };
 
-/** The recorded rows as the worker's Claims need them (ordered by id): each with its body and its integration's columns. */
+/** The numbers of a comma-separated list of decimal integers (`array_to_string` of ids), read without a string per element. */
+function idList(text: string): number[] {
+  const ids: number[] = [];
+  let n = 0;
+  for (let k = 0; k < text.length; k++) {
+    const c = text.charCodeAt(k);
+    if (c === 44) {
+      ids.push(n);
+      n = 0;
+    } else n = n * 10 + (c - 48);
+  }
+  if (text.length > 0) ids.push(n);
+  return ids;
+}
+
+/** The recorded rows as the worker's Claims need them (ordered by id): each with its event's fields, its body and its integration's columns. */
 function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string[]): ClaimedRow[] {
-  const bodyOf = new Map(events.map((e, k) => [e.id, bodies[k]!]));
-  const integrations = new Map<number, IntegrationColumns>();
-  for (const row of recorded) if (row.target_url !== null) integrations.set(row.integration_id, integrationColumns(row as IntegrationColumns));
+  const eventIndex = new Map<number, number>();
+  for (let k = 0; k < events.length; k++) eventIndex.set(events[k]!.id, k);
   const rows: ClaimedRow[] = [];
   for (const row of recorded) {
-    const integration = integrations.get(row.integration_id);
-    const body = bodyOf.get(row.event_id!);
-    // Neither can be missing: every row names an event of the batch and an integration the statement joined.
-    if (!integration || body === undefined) throw new Error(`delivery ${row.id}: its integration or event is missing from the statement that recorded it`);
-    rows.push({ id: row.id, tenant_id: row.tenant_id, kind: row.kind, event_id: row.event_id, event_type: row.event_type, attempts: row.attempts, body, ...integration });
+    const integration = integrationColumns(row);
+    const ids = idList(row.ids);
+    const eventIds = idList(row.event_ids);
+    for (let k = 0; k < ids.length; k++) {
+      const index = eventIndex.get(eventIds[k]!);
+      // Cannot be missing: every row names an event of the batch.
+      if (index === undefined) throw new Error(`delivery ${ids[k]}: its event is missing from the statement that recorded it`);
+      const event = events[index]!;
+      // A new row: kind 'event', no attempt yet.
+      rows.push({ id: ids[k]!, tenant_id: event.tenantId, kind: 'event', event_id: event.id, event_type: event.type, attempts: 0, body: bodies[index]!, ...integration });
+    }
   }
   return rows.sort((a, b) => a.id - b.id);
 }
@@ -184,20 +205,17 @@ export class WebhookConsumer {
           where ${matchesSql('b.type')}
           order by b.txid, b.id, i.id
          on conflict (integration_id, event_id) where kind = 'event' do nothing
-         returning id, tenant_id, kind, event_id, event_type, attempts, integration_id
+         returning id, event_id, integration_id
        )
        ${cursor ? `, moved as (${advanceSql(5)} returning 1)` : ''}
-       -- The integrations of the rows recorded, each read once (with its tenant's state): joined to
-       -- the rows directly, the integration and the tenant were looked up again for every row.
-       , recorded_integrations as materialized (
-         select i.id, i.target_url, i.auth_mode, i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled,
-                i.deleted_at is not null as deleted, i.standard_webhooks, ${TENANT_ACTIVE_SQL}
-           from hub.integrations i where i.id in (select integration_id from inserted)
-       )
-       select d.id, d.tenant_id, d.kind, d.event_id, d.event_type, d.attempts, d.integration_id, i.target_url, i.auth_mode,
-              i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled, i.deleted, i.standard_webhooks, i.tenant_active
-         from (select inserted.*, row_number() over (partition by integration_id) as nth from inserted) d
-         left join recorded_integrations i on i.id = d.integration_id and d.nth = 1`,
+       -- One row per integration of the rows recorded (read once, with its tenant's state), its rows'
+       -- ids and events in id order.
+       select i.id as integration_id, i.target_url, i.auth_mode, i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled,
+              i.deleted_at is not null as deleted, i.standard_webhooks, ${TENANT_ACTIVE_SQL}, d.ids, d.event_ids
+         from (select integration_id, array_to_string(array_agg(id order by id), ',') as ids,
+                      array_to_string(array_agg(event_id order by id), ',') as event_ids
+                 from inserted group by integration_id) d
+         join hub.integrations i on i.id = d.integration_id`,
       [arrayLiteral(events.map((e) => e.id)), arrayLiteral(bodies), this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
     const rows = claimedRows(recorded, events, bodies);
