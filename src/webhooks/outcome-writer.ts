@@ -54,7 +54,8 @@ interface Pending extends Outcome {
   outcomeId: string;
   /** When the row's lease began at the latest (performance.now(), taken before the statement that set it). */
   leasedAt: number;
-  resolve(attempt: number | undefined): void;
+  /** None: nobody waits for the attempt number (the statement need not return it). */
+  resolve: ((attempt: number | undefined) => void) | undefined;
   reject(err: unknown): void;
 }
 
@@ -81,14 +82,16 @@ export class OutcomeWriter {
   }
 
   /**
-   * `write` with callbacks instead of a promise (the pool's attempts: no promise per outcome).
-   * `leasedAt`: when the row's lease began at the latest (performance.now()); default now.
+   * `write` with callbacks instead of a promise (the pool's attempts: no promise per outcome);
+   * `resolve` undefined when nobody needs the attempt number (a batch of only such outcomes is written
+   * without reading the numbers back). `leasedAt`: when the row's lease began at the latest
+   * (performance.now()); default now.
    */
   add(
     id: number,
     token: string,
     outcome: AttemptOutcome,
-    resolve: (attempt: number | undefined) => void,
+    resolve: ((attempt: number | undefined) => void) | undefined,
     reject: (err: unknown) => void,
     leasedAt = performance.now(),
   ): void {
@@ -176,8 +179,8 @@ export class OutcomeWriter {
     this.writing = batch;
     this.wakeRoom();
     try {
-      const attempts = await writeBackMany(this.o.tx, batch);
-      for (const p of batch) p.resolve(attempts.get(p.id));
+      const attempts = await writeBackMany(this.o.tx, batch, batch.some((p) => p.resolve !== undefined));
+      for (const p of batch) p.resolve?.(attempts.get(p.id));
     } catch (err) {
       if (batch.length === 1) {
         batch[0]!.reject(err);
@@ -189,7 +192,8 @@ export class OutcomeWriter {
           try {
             // Under the outcome's id: one the failed batch did write (its commit's answer lost) is not
             // counted again, nor is one the batch writes later (still on its way, or waiting for a lock).
-            p.resolve(await writeBackAgain(this.o.tx, p.id, p.token, p.outcome, p.outcomeId));
+            const attempt = await writeBackAgain(this.o.tx, p.id, p.token, p.outcome, p.outcomeId);
+            p.resolve?.(attempt);
           } catch (e) {
             p.reject(e);
           }

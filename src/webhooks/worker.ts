@@ -90,9 +90,6 @@ interface Snapshot {
   stamp?: ClaimStamp;
 }
 
-/** The attempt number an outcome was written as, when nobody waits for it. */
-const ignore = () => undefined;
-
 type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
 
 /**
@@ -361,7 +358,7 @@ export class DeliveryWorker {
     }
     let written: Promise<number | undefined> | undefined;
     // The writer keeps the lease from when it began (renewed at half of it) until the outcome is written.
-    if (onWriteFailed) this.outcomes.add(id, token, outcome, ignore, onWriteFailed, leasedAt);
+    if (onWriteFailed) this.outcomes.add(id, token, outcome, undefined, onWriteFailed, leasedAt);
     else written = this.outcomes.write(id, token, outcome, leasedAt);
     if (outcome.ok) {
       if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
