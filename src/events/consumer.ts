@@ -2,7 +2,7 @@ import { deleteInBatches } from '../db/batches.js';
 import type { Database, Tx } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { lazyGauge } from '../observability/metrics.js';
-import { headPosition, type OutboxEvent, type OutboxRow, type Position, toEvent } from './outbox.js';
+import { createdMsSql, headPosition, type OutboxEvent, type OutboxRow, type Position, toEvent } from './outbox.js';
 
 /**
  * Whether an event after cursor `c` is committed but not readable yet: its transaction is not older
@@ -82,7 +82,7 @@ export class OutboxConsumer {
       (OutboxRow | { [K in keyof OutboxRow]: null }) & { tenant_active: boolean | null; held_back: boolean; from_txid: string; from_id: number }
     >(
       `outbox:${this.name}`,
-      `select o.id, o.tenant_id, o.type, o.payload, o.created_at, o.txid::text as txid, o.tenant_active, h.held_back,
+      `select o.id, o.tenant_id, o.type, o.payload, ${createdMsSql('o.created_at')} as created_at, o.txid::text as txid, o.tenant_active, h.held_back,
               c.txid::text as from_txid, c.last_id as from_id
          from events.consumer_cursors c
          cross join lateral (select ${HELD_BACK} as held_back) h

@@ -85,8 +85,19 @@ export class EventWriter {
   }
 }
 
-/** An outbox row as read (`txid` as text). */
-export type OutboxRow = { id: number; tenant_id: number; type: string; payload: Record<string, unknown>; created_at: Date; txid: string };
+/**
+ * An outbox row as read (`txid` as text; `created_at` as a time, or as its milliseconds since the
+ * epoch: `CREATED_MS_SQL`).
+ */
+export type OutboxRow = { id: number; tenant_id: number; type: string; payload: Record<string, unknown>; created_at: Date | number; txid: string };
+
+/**
+ * SQL, a `created_at` column (`col`) as the milliseconds since the epoch (a float8, whole: the Date
+ * the driver would parse from the time's text, which drops the microseconds). A number reads without
+ * the driver's parse of a time's text (regular expressions, a dozen strings), which showed among
+ * what an outbox consumer's drain allocates per event.
+ */
+export const createdMsSql = (col: string) => `floor(extract(epoch from ${col}) * 1000)::float8`;
 type Row = OutboxRow;
 
 export function toEvent(row: OutboxRow): OutboxEvent {
@@ -95,7 +106,7 @@ export function toEvent(row: OutboxRow): OutboxEvent {
     tenantId: row.tenant_id,
     type: row.type,
     payload: row.payload,
-    createdAt: row.created_at,
+    createdAt: typeof row.created_at === 'number' ? new Date(row.created_at) : row.created_at,
     position: { txid: row.txid, id: row.id },
   };
 }
