@@ -271,6 +271,29 @@ describe('the consumer', () => {
     expect((await rowsOf(i.id)).length).toBe(1);
   });
 
+  it('records each body as the very text sent: quotes, backslashes, escapes, non-ASCII and spacing kept', async () => {
+    const i = await integration(2, 'body-text');
+    // Written directly (the catalog declares org.updated's payload): the text any payload makes.
+    const payloads = [{ q: 'a "quoted" \\ back\\slash', nl: 'x\ny', u: 'é ✓ 𝄞 \u2028' }, { nested: { arr: [1, 'two', null, true], s: '{,}' } }];
+    const ids: number[] = [];
+    for (const payload of payloads) {
+      const { rows } = await t.owner.query<{ id: string }>(`insert into events.outbox (tenant_id, type, payload) values (2, 'org.updated', $1::jsonb) returning id`, [JSON.stringify(payload)]);
+      ids.push(Number(rows[0]!.id));
+    }
+    const batch = await events(ids);
+    const claims: Claim[] = [];
+    const claiming = {
+      ...recording,
+      submit: (_i: AttemptTarget, _d: number, _t: string, claim: Claim) => claims.push(claim) > 0,
+    } as unknown as DeliveryWorker;
+    await consumer(claiming).handleBatch(batch);
+    const { rows } = await t.owner.query<{ body: string }>('select body from hub.deliveries where integration_id = $1 order by id', [i.id]);
+    expect(rows.map((r) => r.body)).toEqual(batch.map((e) => JSON.stringify(e.payload)));
+    expect(claims.filter((c) => c.row.integration_id === i.id).map((c) => c.row.body)).toEqual(rows.map((r) => r.body));
+    // Out of the next tests' way (they count their tenant's deliveries).
+    await t.owner.query('update hub.integrations set deleted_at = now() where id = $1', [i.id]);
+  });
+
   it('hands each first attempt its own event\'s body and its own integration\'s columns (read once per integration)', async () => {
     const a = await integration(2, 'claims-a', { eventTypes: ['org.*'] });
     const b = await integration(2, 'claims-b', { eventTypes: ['org.updated'], authMode: 'HMAC', secret: 's3cret' });

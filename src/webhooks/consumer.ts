@@ -189,17 +189,20 @@ export class WebhookConsumer {
     const stamp = this.o.worker.stamp();
     // The batch's outbox rows are looked up by primary key first (a materialised CTE): joined
     // directly, the planner may start from the integration and scan the tenant's whole outbox.
+    // The bodies go as one JSON array of them, each element's text kept as it is by the json type
+    // (`json_array_elements`): the bodies sent, with no quoting of each as a text[] element (a copy
+    // of every body with its quotes escaped, a visible share of what a drain allocated per delivery).
     const bodies = events.map((e) => JSON.stringify(e.payload));
     const { rows: recorded } = await this.o.db.crossTenantQuery<Recorded>(
       'outbox:webhooks',
       `with batch as materialized (
          select o.id, o.tenant_id, o.type, o.created_at, o.txid, e.body
            from events.outbox o
-           join unnest($1::bigint[], $2::text[]) as e (id, body) on e.id = o.id
+           join rows from (unnest($1::bigint[]), json_array_elements($2::json)) as e (id, body) on e.id = o.id
           where o.id = any($1::bigint[])
        ), inserted as (
          insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
-         select b.tenant_id, i.id, 'event', b.id, b.type, b.body, now() + make_interval(secs => $3::double precision / 1000), $4
+         select b.tenant_id, i.id, 'event', b.id, b.type, b.body::text, now() + make_interval(secs => $3::double precision / 1000), $4
            from batch b
            join hub.integrations i on i.tenant_id = b.tenant_id and i.enabled and i.deleted_at is null and i.active_since <= b.created_at
           where ${matchesSql('b.type')}
@@ -216,7 +219,7 @@ export class WebhookConsumer {
                       array_to_string(array_agg(event_id order by id), ',') as event_ids
                  from inserted group by integration_id) d
          join hub.integrations i on i.id = d.integration_id`,
-      [arrayLiteral(events.map((e) => e.id)), arrayLiteral(bodies), this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
+      [arrayLiteral(events.map((e) => e.id)), `[${bodies.join(',')}]`, this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
     const rows = claimedRows(recorded, events, bodies);
     // Every row whose integration's queue has room is queued at once; the rest wait for room in
