@@ -38,6 +38,9 @@ describe('live streams of one tenant that read nothing', () => {
     });
     const poller = running.services.stream as unknown as { position?: { id: number } };
     await until('the poller to have passed every event', () => poller.position?.id === last, { timeoutMs: 30_000 });
+    // Left as a sleep: not a check that nothing more arrives, but time for the sockets to hand what
+    // they were given to the kernel (no event marks that) so what is measured is what stays; waiting
+    // less only measures more, and the bound is an upper one.
     await new Promise((r) => setTimeout(r, 500));
     const held = (await retained()) - baseline;
     const burst = size * count;

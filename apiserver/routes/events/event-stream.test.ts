@@ -171,8 +171,17 @@ describe('GET /api/platform/events/stream', () => {
   });
 
   it('a Last-Event-ID above every event id starts at the newest event, not at the oldest', async () => {
-    for (const orgId of [390, 391]) await updated(1, orgId); // history it must not replay
-    await new Promise((r) => setTimeout(r, 500)); // older than the poller's position
+    let newest = 0;
+    for (const orgId of [390, 391]) newest = await updated(1, orgId); // history it must not replay
+    // Older than the head the stream starts from: readable by the outbox's readers (they read below the
+    // oldest transaction open on the server).
+    await until('the history to be readable', async () =>
+      (
+        await hub.services.db.crossTenant('test', (tx) =>
+          tx.query<{ n: number }>('select count(*)::int as n from events.outbox where id = $1 and txid < pg_snapshot_xmin(pg_current_snapshot())', [newest]),
+        )
+      ).rows[0]!.n === 1,
+    );
     await updated(1, 400);
     const ahead = await open('', { 'X-Tenant-ID': '1', 'Last-Event-ID': '9007199254740991' });
     await updated(1, 401); // the marker
@@ -247,13 +256,13 @@ describe('GET /api/platform/events/stream', () => {
       await until('every request to reach the subscription', () => entered === 3);
       for (const abort of aborts) abort.abort();
       await Promise.all(requests);
-      await new Promise((r) => setTimeout(r, 100));
+      // The hub has seen every client go (each gave its place back) before the subscriptions are made.
+      await until('the hub to see the clients gone', () => stream.placesFor(4) === 0);
       release();
       await until('the held subscriptions to be made', () => made.length === 3);
       await Promise.allSettled(made);
-      await new Promise((r) => setTimeout(r, 100));
-      // Each was made after its client had gone, and released at once.
-      expect(stream.countFor(4)).toBe(0);
+      // Each was made after its client had gone, and released.
+      await until('the subscriptions made after their clients went to be released', () => stream.countFor(4) === 0);
     } finally {
       stream.subscribe = original;
       release();
@@ -264,12 +273,20 @@ describe('GET /api/platform/events/stream', () => {
     const stream = hub.services.stream as unknown as { db: TestHub['services']['db']; countFor(t: number): number };
     const realDb = stream.db;
     let reads = 0;
+    let heldReadsDone = 0;
     let release!: () => void;
     const held = new Promise<void>((resolve) => (release = resolve));
     // The stream's own reads of tenant 2's events: the second batch of the catch-up waits.
     stream.db = Object.assign(Object.create(realDb), {
       withTenant: async (tenantId: number, fn: Parameters<typeof realDb.withTenant>[1]) => {
-        if (tenantId === 2 && ++reads >= 2) await held;
+        if (tenantId === 2 && ++reads >= 2) {
+          await held;
+          try {
+            return await realDb.withTenant(tenantId, fn);
+          } finally {
+            heldReadsDone++;
+          }
+        }
         return realDb.withTenant(tenantId, fn);
       },
     });
@@ -299,7 +316,9 @@ describe('GET /api/platform/events/stream', () => {
       release();
       // The rest of the catch-up is not written to the ended response (that was an uncaught
       // 'write after end' that stopped the process); the hub goes on serving streams.
-      await new Promise((r) => setTimeout(r, 200));
+      await until('the held read to come back to the catch-up', () => heldReadsDone >= 1);
+      // What it does with that read (and with any read after it) is done before the hub serves the stream below.
+      await new Promise((r) => setImmediate(r));
       const again = await open('', { 'X-Tenant-ID': '2' });
       again.close();
     } finally {
@@ -536,8 +555,8 @@ describe('a live client that stops reading', () => {
       expect(text).toMatch(/^connection: close\r$/im);
       expect(text).toMatch(/: client too slow; reconnect with Last-Event-ID\n\n\r\n0\r\n\r\n$/); // the last chunk, then the end
       // The one that does not read: after a heartbeat period the hub has reset its connection
-      // (what was queued for it freed), so reading now finds it cut short.
-      await new Promise((r) => setTimeout(r, 3_000));
+      // (what was queued for it freed, its place given back), so reading now finds it cut short.
+      await until('the hub to reset the connection of the one that does not read', () => hub2.services.stream.placesFor(1) === 0, 10_000);
       let tail = '';
       stalled.on('data', (chunk: Buffer) => {
         tail += chunk.toString('latin1');
