@@ -135,6 +135,27 @@ const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', RELEASE_NS, na
 // biome-ignore lint/suspicious/noExplicitAny: deep reads of CronJobs as the stand-in stored them
 const specOf = (job: KubeObject | undefined): any => job?.spec;
 const writesBy = (token: string, pathPart: string) => api.requests.filter((r) => r.token === token && r.method !== 'GET' && r.path.includes(pathPart));
+let markers = 0;
+/**
+ * The marker for "nothing more happens" checks: a widget applied in `namespace` (changed each time)
+ * and waited for until Ready at its generation. Of an operator with one worker (`workers: 1`, the
+ * queue first in, first out), every reconcile queued before it (a resync's, a watch event's that came
+ * before it on the namespace's watch) is over by then, and what it wrote is there.
+ */
+async function settled(namespace: string): Promise<void> {
+  // Named after its namespace: one name in one tenant is one hub object.
+  const name = `marker-${namespace}`;
+  api.apply('widgets', widget(namespace, name, { color: `marker-${++markers}` }));
+  await until(`the marker in ${namespace} reconciled`, () => {
+    const ready = conditionOf(namespace, name, 'Ready');
+    return ready?.status === 'True' && ready.observedGeneration === get(namespace, name)?.metadata.generation;
+  });
+}
+/** Deletes the marker of `namespace` (its finalizer run by the operator). */
+async function removeMarker(namespace: string): Promise<void> {
+  api.remove(API_VERSION, 'widgets', namespace, `marker-${namespace}`);
+  await until(`the marker in ${namespace} gone`, () => !get(namespace, `marker-${namespace}`));
+}
 
 beforeAll(async () => {
   database = await migratedDatabase({ 1: 'default' });
@@ -259,7 +280,7 @@ describe('CronJobs in the release namespace', () => {
   });
 
   it('carry their resource in labels, are put back when edited or deleted, and go with the finalizer', async () => {
-    const op = operator('cron', { namespaces: ['cron'] });
+    const op = operator('cron', { namespaces: ['cron'], workers: 1 });
     await op.start();
     try {
       api.apply('widgets', widget('cron', 'nightly', { schedule: '0 2 * * *' }));
@@ -296,13 +317,14 @@ describe('CronJobs in the release namespace', () => {
       expect(cronJob('widget-cron-nightly')!.metadata.labels?.['svc.io/resource-name']).toBe('weekly');
       const named = () => [cronJob('widget-cron-nightly')?.metadata.labels?.['svc.io/resource-name'], cronJob('widget-cron-nightly')?.metadata.annotations?.['svc.io/resource-name']];
       await until('the CronJob named after its resource again', () => named().every((n) => n === 'nightly'), 5_000);
-      const reads = api.requests.length;
       op.resyncAll();
-      await until('the resync to read', () => api.requests.length > reads);
-      await new Promise((r) => setTimeout(r, 500));
+      // The resync's reconcile of nightly is over (the marker after it), and a sweep leaves the CronJob alone.
+      await settled('cron');
+      expect(await op.removeOrphanedCronJobs()).toBe(0);
       expect(api.list('batch/v1', 'cronjobs', RELEASE_NS).filter((j) => j.metadata.labels?.['svc.io/resource-uid'] === uid).map((j) => j.metadata.name)).toEqual(['widget-cron-nightly']);
       expect(cronJob('widget-cron-nightly')!.metadata.uid).toBe(uidBefore);
       expect(cronJob(cronJobAlternateName(WIDGET, 'cron', 'nightly'))).toBeUndefined();
+      await removeMarker('cron');
 
       api.remove(API_VERSION, 'widgets', 'cron', 'nightly');
       await until('the resource gone', () => !get('cron', 'nightly'));
@@ -349,7 +371,11 @@ describe('CronJobs in the release namespace', () => {
       expect([cronJob('widget-owned-early'), cronJob('widget-owned-late')]).toEqual([undefined, undefined]);
       await until('the loss reported', () => conditionOf('owned', 'late', 'Scheduled')?.reason === 'CronJobFailed');
       expect(conditionOf('owned', 'late', 'Scheduled')?.message).toContain(`the ConfigMap ${RELEASE_NS}/${RUN_JOB_CONFIGMAP}`);
-      await new Promise((r) => setTimeout(r, 300));
+      // The retries (each reads the ConfigMap first, then would write): several of them are over.
+      const configMapReads = () => api.requests.filter((r) => r.token === 'owned' && r.method === 'GET' && r.path.endsWith(`/configmaps/${RUN_JOB_CONFIGMAP}`)).length;
+      const readsAtLoss = configMapReads();
+      await until('the reconciles to be retried a few times', () => configMapReads() >= readsAtLoss + 6);
+      await until('the loss reported on early too', () => conditionOf('owned', 'early', 'Scheduled')?.reason === 'CronJobFailed');
       expect([cronJob('widget-owned-early'), cronJob('widget-owned-late')]).toEqual([undefined, undefined]);
 
       // The ConfigMap back (another uid): the retries write the CronJobs again, owned by it.
@@ -480,6 +506,10 @@ describe('CronJobs in the release namespace', () => {
       expect(cronJob('widget-refused-sunday')).toBeUndefined();
       // Not retried: the reconciles its own status updates cause try once each, then nothing more
       // however long the operator runs (a retry would come every 20-200 ms here).
+      // Left as sleeps: a retry would come on a timer (the backoff, 20-200 ms here), not after an event
+      // a marker could follow; and one of the tries it allows is itself such a retry (its status write
+      // met a newer version, 409, and comes back after the backoff). Three longest periods for those
+      // to be over, then five without another.
       await new Promise((r) => setTimeout(r, 600));
       const writes = writesBy('refused', '/cronjobs').length;
       expect(writes).toBeLessThanOrEqual(3);
@@ -526,7 +556,7 @@ describe('CronJobs in the release namespace', () => {
       ['drift-chart', chartTemplate],
       ['drift-hand', handWritten],
     ] as const) {
-      const op = operator(namespace, { namespaces: [namespace], runJobTemplate });
+      const op = operator(namespace, { namespaces: [namespace], runJobTemplate, workers: 1 });
       // Named apart: one name in one tenant is one hub object.
       const name = `hourly-${namespace}`;
       api.apply('widgets', widget(namespace, name, { schedule: '0 * * * *' }));
@@ -538,13 +568,15 @@ describe('CronJobs in the release namespace', () => {
         // The server's form: what was sent empty is not there, its defaults are.
         expect(stored.containers[0].env.find((e: { name: string }) => e.name === (namespace === 'drift-chart' ? 'HTTPS_PROXY' : 'EMPTY'))).toEqual({ name: namespace === 'drift-chart' ? 'HTTPS_PROXY' : 'EMPTY' });
         expect(stored).toMatchObject({ dnsPolicy: 'ClusterFirst', schedulerName: 'default-scheduler', terminationGracePeriodSeconds: 30 });
-        // The CronJob's own ADDED event has been reconciled (it reads the CronJob) and the dust has settled.
-        await new Promise((r) => setTimeout(r, 500));
         const reads = () => api.requests.filter((r) => r.token === namespace && r.method === 'GET' && r.path.endsWith(path)).length;
+        // The CronJob's own ADDED event has been reconciled (it reads the CronJob, then the marker's reconcile comes after it).
+        const created = api.requests.findIndex((r) => r.token === namespace && r.method === 'POST' && r.path.endsWith('/cronjobs'));
+        await until(`${namespace}: the CronJob's ADDED event to be reconciled`, () => api.requests.slice(created).some((r) => r.token === namespace && r.method === 'GET' && r.path.endsWith(path)));
+        await settled(namespace);
         const before = reads();
         op.resyncAll();
         await until(`${namespace}: the resync to read the CronJob`, () => reads() > before);
-        await new Promise((r) => setTimeout(r, 500));
+        await settled(namespace);
         // One write in all: the create.
         expect(writesBy(namespace, path).map((r) => r.method)).toEqual([]);
         expect(writesBy(namespace, '/cronjobs').map((r) => `${r.method} ${r.path.split('/').at(-1)}`)).toEqual([`POST cronjobs`]);
@@ -556,6 +588,7 @@ describe('CronJobs in the release namespace', () => {
         await until(`${namespace}: the empty value put back`, () =>
           specOf(cronJob(`widget-${namespace}-${name}`)).jobTemplate.spec.template.spec.containers[0].env.every((e: { value?: string }) => e.value !== 'http://smuggled:3128'),
         );
+        await removeMarker(namespace);
       } finally {
         await op.stop();
       }
@@ -679,11 +712,21 @@ describe('CronJobs in the release namespace', () => {
       },
       spec: jobSpec('5 5 * * *'),
     });
+    // The sweeps the resync starts (without waiting for them), so the test can wait for theirs.
+    const sweeps: Promise<number>[] = [];
+    const sweep = op.removeOrphanedCronJobs.bind(op);
+    op.removeOrphanedCronJobs = () => {
+      const swept = sweep();
+      sweeps.push(swept);
+      return swept;
+    };
     await op.start();
     try {
+      const started = sweeps.length;
       op.resyncAll();
+      await until("the resync's sweep", () => sweeps.length > started);
+      expect(await sweeps[started]).toBe(0);
       expect(await op.removeOrphanedCronJobs()).toBe(0);
-      await new Promise((r) => setTimeout(r, 200));
       expect(cronJob('widget-orphans-paused-gone')).toBeDefined();
       // Sure of it again (a renewal): the sweep deletes the orphan.
       leading = true;
@@ -810,6 +853,8 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
       // Retried with backoff (20 ms doubling to 200 ms here), reported once: one Event and one log line per resource.
       const statusWrites = () => old.requests.filter((r) => r.token === token && r.method === 'PATCH' && r.path.endsWith('/red/status'));
       const before = statusWrites().length;
+      // Left as a sleep: what is measured is how many retries the backoff's timers make in a span of
+      // real time (the configured 20-200 ms), not something that happens or not after an event.
       await new Promise((r) => setTimeout(r, 1_500));
       const retried = statusWrites().length - before;
       expect(retried).toBeGreaterThanOrEqual(3);
@@ -852,7 +897,9 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
     const retried = async (n: number) => {
       const from = statusWrites();
       await until(`${n} more refused status writes`, () => statusWrites() >= from + n);
-      // The Event of the last one, if any, is on its way (recorded without waiting): let it land.
+      // The Event of the last one, if any, is on its way (recorded without waiting): let it land. Left
+      // as a sleep: an Event that is rightly not sent (damped) leaves nothing to wait on, and the next
+      // try's write, sent later on another connection, is not ordered after it at the API server.
       await new Promise((r) => setTimeout(r, 100));
     };
     const lines = (logs: ReturnType<typeof captureLogs>) => logs.lines().filter((l) => l.name === 'red' && l.reason === 'StatusRejected');
@@ -952,6 +999,9 @@ describe('operator instances and namespaces', () => {
       } finally {
         release();
       }
+      // Left as a sleep: what must not happen is green acting on the CronJob events held back until
+      // now, which reach only its own informer; no write of the test's comes after them on that watch
+      // for it to be seen by.
       await new Promise((r) => setTimeout(r, 300));
       expect(cronJob('widget-moving-nightly')).toBeDefined();
       expect(conditionOf('moving', 'nightly', 'Scheduled')?.status).toBe('True');
