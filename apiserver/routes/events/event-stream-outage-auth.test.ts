@@ -6,8 +6,7 @@ import { afterAll, describe, expect, it } from '@jest/globals';
 import { type EmbeddedDatabase, freePort, startEmbedded } from '../../../src/db/embedded.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../../../test/harness/tokens.js';
-import { until } from '../../../test/harness/until.js';
-import { firstChunk } from '../../../test/harness/stream-probe.js';
+import { directoryCacheExpired } from '../../../test/harness/directory-cache.js';
 import { DATABASE_UNREACHABLE } from './event-stream.js';
 
 /**
@@ -57,10 +56,8 @@ describe('the event stream while the database is away, with OIDC tokens', () => 
     expect([refused.status, refused.body]).toEqual([403, 'missing role svc_integrator']);
 
     await server.stop();
-    // Past the cache (10 s, not configurable): authentication needs the database. Until then a stream
-    // without Last-Event-ID is served from the poller's position without asking the database; once
-    // the reader's cached state has expired, it is told to reconnect as well.
-    await until('the reader\'s cached state to expire', async () => (await firstChunk(`${running.url}/api/platform/events/stream`, { authorization: `Bearer ${reader}` })) === DATABASE_UNREACHABLE, { timeoutMs: 20_000, everyMs: 500 });
+    // Past the cache (10 s, not configurable): authentication needs the database.
+    await directoryCacheExpired(running.services.directory);
     expect(await get(reader)).toEqual({ status: 200, type: 'text/event-stream; charset=utf-8', body: DATABASE_UNREACHABLE });
     // Another tenant's token, one whose tenant may not even exist: the same answer.
     expect(await get(await issuer.mint({ realm_access: { roles: ['svc_integrator'] }, tenant_id: 98765 }, { subject: 'someone' }))).toEqual({ status: 200, type: 'text/event-stream; charset=utf-8', body: DATABASE_UNREACHABLE });
