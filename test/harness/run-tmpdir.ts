@@ -1,4 +1,5 @@
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { isLive } from '../../src/db/embedded.js';
@@ -108,10 +109,36 @@ export async function sweepStaleRunDirs(outer: string = tmpdir()): Promise<strin
     }
     if (owner && ownerAlive(owner)) continue;
     await stopServersUnder(dir);
+    unmountUnder(dir);
     rmSync(dir, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
     swept.push(dir);
   }
   return swept;
+}
+
+/**
+ * Unmounts (lazily) what a killed run left mounted under `dir`: the root-run tests of a full or read-only disk mount a
+ * small tmpfs in their directory and unmount it in a `finally` a kill -9 skips; its mount point cannot be removed
+ * (EBUSY), which failed every later run's setup.
+ */
+function unmountUnder(dir: string): void {
+  let mounts: string;
+  try {
+    mounts = readFileSync('/proc/self/mounts', 'utf8');
+  } catch {
+    return;
+  }
+  const points = mounts
+    .split('\n')
+    .map((line) => line.split(' ')[1])
+    .filter((point): point is string => point !== undefined && (point === dir || point.startsWith(`${dir}/`)));
+  for (const point of points.sort().reverse()) {
+    try {
+      execFileSync('umount', ['-l', point], { stdio: 'ignore' });
+    } catch {
+      // Not ours to unmount (not root): the removal below reports it.
+    }
+  }
 }
 
 /** Stops (SIGINT, a fast shutdown) the PostgreSQL servers still running on a data directory under `dir`. */
