@@ -1,3 +1,4 @@
+import { takeLivePlace } from '../manifests/tenant-cap.js';
 import type { Tx } from '../db/database.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { patternsMatch, type SubscriberCheck } from '../events/subscribers.js';
@@ -172,10 +173,7 @@ export async function createRule(tx: Tx, input: EmailRuleInput, by?: string): Pr
   checkTemplate(body, 'body');
   // One create at a time per tenant, so that two at once cannot both pass the count.
   await lockRuleWrites(tx);
-  const { rows: counted } = await tx.query<{ n: number }>('select count(*)::int as n from email.rules where deleted_at is null');
-  if (counted[0]!.n >= MAX_RULES) {
-    throw new ConflictError(`this tenant has ${counted[0]!.n} e-mail rules, the most it may have (${MAX_RULES}): delete one first, or give a rule more patterns or recipients`);
-  }
+  await takeLivePlace(tx, { table: 'email.rules', plural: 'e-mail rules', max: MAX_RULES, advice: 'delete one first, or give a rule more patterns or recipients' });
   try {
     const { rows } = await tx.query<EmailRule>(
       `insert into email.rules (tenant_id, name, event_types, recipient, subject, body, enabled, created_by, updated_by)

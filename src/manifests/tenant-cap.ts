@@ -35,11 +35,11 @@ export async function takeTenantPlace(
 }
 
 /**
- * Objects created one at a time over HTTP and deleted softly (integrations, stored secrets): those
- * not deleted count; a create past the cap is a 409 (as e-mail rules, docs/email.md). `advice` ends
- * the refusal (`delete one first`).
+ * Objects created one at a time over HTTP and deleted softly (integrations, stored secrets, e-mail
+ * rules): those not deleted count; a create past the cap is a 409. `advice` ends the refusal
+ * (`delete one first`).
  */
-export async function takeLivePlace(tx: Tx, kind: { table: 'hub.integrations' | 'platform.secrets'; plural: string; max: number; advice: string }): Promise<void> {
+export async function takeLivePlace(tx: Tx, kind: { table: 'hub.integrations' | 'platform.secrets' | 'email.rules'; plural: string; max: number; advice: string }): Promise<void> {
   const { n } = await lockedCount(tx, kind.plural, `${kind.table} where deleted_at is null`);
   if (n >= kind.max) throw new ConflictError(`this tenant has ${n} ${kind.plural}, the most it may have (${kind.max}): ${kind.advice}`);
 }
