@@ -153,6 +153,8 @@ export class AuditRecorder {
   private buffer: AuditEntry[] = [];
   /** Refused anonymous calls of the current minutes, by minute, status and action (refusedAnonymous). */
   private readonly refusals = new Map<string, { minute: number; rowId?: number; more: number }>();
+  /** The last flush of those counts (flushRefusals). */
+  private refusalsFlushed: Promise<void> = Promise.resolve();
 
   constructor(private readonly db: Database) {}
 
@@ -186,15 +188,30 @@ export class AuditRecorder {
     }
   }
 
-  /** Adds the refused anonymous calls counted since the last flush to their rows; forgets the minutes that are over. */
-  private async flushRefusals(): Promise<void> {
+  /**
+   * Adds the refused anonymous calls counted since the last flush to their rows; forgets the minutes
+   * that are over. Flushes overlap (the clock's and stop's, or an admin's): one at a time, and each
+   * count is taken off its slot before it is written, so no call is added twice.
+   */
+  private flushRefusals(): Promise<void> {
+    const run = this.refusalsFlushed.then(() => this.flushRefusalsNow());
+    this.refusalsFlushed = run.catch(() => undefined);
+    return run;
+  }
+
+  private async flushRefusalsNow(): Promise<void> {
     const now = Math.floor(Date.now() / 60_000);
     for (const [key, slot] of this.refusals) {
       if (slot.rowId === undefined) continue; // its row is being written
       const more = slot.more;
       if (more > 0) {
-        await this.db.crossTenantQuery('audit', 'update audit.entries set count = count + $2 where id = $1', [slot.rowId, more]);
         slot.more -= more;
+        try {
+          await this.db.crossTenantQuery('audit', 'update audit.entries set count = count + $2 where id = $1', [slot.rowId, more]);
+        } catch (err) {
+          slot.more += more; // for the next flush
+          throw err;
+        }
       }
       if (slot.minute < now && slot.more === 0) this.refusals.delete(key);
     }
