@@ -295,8 +295,6 @@ export interface Outcome {
   id: number;
   token: string;
   outcome: AttemptOutcome;
-  /** The outcome's id in the journal (`writeBack`: written again under it, it counts once); default a new one. */
-  outcomeId?: string;
 }
 
 /**
@@ -306,14 +304,17 @@ export interface Outcome {
  * `id = any(…)`: joined to the unnest alone, the planner scans the whole table while it is small
  * (a new hub's first few thousand deliveries: 2–3 ms a statement for 6,000 rows). With `answer`
  * false, nobody waits for the attempt numbers: the statement returns no rows (an empty map), which
- * saves a row object per outcome.
+ * saves a row object per outcome. Every outcome of the statement is written under the one
+ * `outcomeId` (default a new one): an outcome id tells apart the attempts of one delivery only
+ * (`writeBack` looks it up with the delivery's id), and a statement writes each row at most once, so
+ * one id per statement is as good as one per outcome, without a UUID made and sent per outcome.
  */
-export async function writeBackMany(tx: Tx, outcomes: Outcome[], answer = true): Promise<Map<number, number>> {
+export async function writeBackMany(tx: Tx, outcomes: Outcome[], answer = true, outcomeId: string = randomUUID()): Promise<Map<number, number>> {
   if (outcomes.length === 0) return new Map();
   const { rows } = await tx.query<{ delivery_id: number; attempt: number }>(
     `with v as (
-       select * from unnest($1::bigint[], $2::uuid[], $3::boolean[], $4::integer[], $5::text[], $6::text[], $7::integer[], $8::timestamptz[], $9::uuid[])
-         as v (id, token, ok, http_status, response_body, error, duration_ms, attempted_at, outcome_id)
+       select * from unnest($1::bigint[], $2::uuid[], $3::boolean[], $4::integer[], $5::text[], $6::text[], $7::integer[], $8::timestamptz[])
+         as v (id, token, ok, http_status, response_body, error, duration_ms, attempted_at)
      ), row as (
        update hub.deliveries d set attempts = d.attempts + 1, succeeded = d.succeeded or v.ok,
               -- the latest attempt's fields: an outcome written late, of an attempt older than the one recorded, leaves them
@@ -326,11 +327,11 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[], answer = true):
               lease_token = case when d.lease_token = v.token then null else d.lease_token end
          from v
         -- a row whose outcome is being written again (writeBackAgain) already has it, or will
-        where d.id = v.id and d.id = any($1::bigint[]) and d.outcome_written_again is distinct from v.outcome_id
-        returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at, v.outcome_id
+        where d.id = v.id and d.id = any($1::bigint[]) and d.outcome_written_again is distinct from $9::uuid
+        returning d.id, d.attempts, d.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at
      )
      insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at, outcome_id)
-     select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at, outcome_id from row
+     select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at, $9::uuid from row
      ${answer ? 'returning delivery_id, attempt' : ''}`,
     // The arrays' literals made here in one pass each (src/db/array-literal.ts), not by node-postgres.
     [
@@ -342,7 +343,7 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[], answer = true):
       arrayLiteral(outcomes.map((o) => storableError(o.outcome.error))),
       arrayLiteral(outcomes.map((o) => o.outcome.durationMs)),
       arrayLiteral(outcomes.map((o) => o.outcome.attemptedAt.toISOString())),
-      arrayLiteral(outcomes.map((o) => o.outcomeId ?? randomUUID())),
+      outcomeId,
     ],
   );
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));

@@ -51,7 +51,6 @@ interface OutcomeWriterOptions {
 }
 
 interface Pending extends Outcome {
-  outcomeId: string;
   /** When the row's lease began at the latest (performance.now(), taken before the statement that set it). */
   leasedAt: number;
   /** None: nobody waits for the attempt number (the statement need not return it). */
@@ -95,7 +94,7 @@ export class OutcomeWriter {
     reject: (err: unknown) => void,
     leasedAt = performance.now(),
   ): void {
-    this.pending.push({ id, token, outcome, outcomeId: randomUUID(), leasedAt, resolve, reject });
+    this.pending.push({ id, token, outcome, leasedAt, resolve, reject });
     // The renewal armed for the first lease due: an outcome whose lease is due before re-arms it.
     if (this.o.leaseMs !== undefined && leasedAt + this.o.leaseMs / 2 < this.leaseDue) this.watchLeases();
     if (this.pending.length >= this.o.maxBatch) this.kick();
@@ -178,8 +177,10 @@ export class OutcomeWriter {
     this.pending = rest;
     this.writing = batch;
     this.wakeRoom();
+    // The batch's outcomes are written under one id, and written again under it (writeBackMany).
+    const outcomeId = randomUUID();
     try {
-      const attempts = await writeBackMany(this.o.tx, batch, batch.some((p) => p.resolve !== undefined));
+      const attempts = await writeBackMany(this.o.tx, batch, batch.some((p) => p.resolve !== undefined), outcomeId);
       for (const p of batch) p.resolve?.(attempts.get(p.id));
     } catch (err) {
       if (batch.length === 1) {
@@ -190,9 +191,9 @@ export class OutcomeWriter {
       await Promise.all(
         batch.map(async (p) => {
           try {
-            // Under the outcome's id: one the failed batch did write (its commit's answer lost) is not
+            // Under the batch's outcome id: one the failed batch did write (its commit's answer lost) is not
             // counted again, nor is one the batch writes later (still on its way, or waiting for a lock).
-            const attempt = await writeBackAgain(this.o.tx, p.id, p.token, p.outcome, p.outcomeId);
+            const attempt = await writeBackAgain(this.o.tx, p.id, p.token, p.outcome, outcomeId);
             p.resolve?.(attempt);
           } catch (e) {
             p.reject(e);
