@@ -24,7 +24,7 @@ import { inCurrentContext } from '../observability/context.js';
  * starts it.
  */
 
-type Job = () => Promise<void>;
+type Job = () => Promise<unknown>;
 
 interface Lane {
   group: string | number | undefined;
@@ -249,7 +249,7 @@ export class SlotPool {
       if (group) group.running++;
       // Back of the line for its next job.
       if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
-      void this.runJob(job, key, lane, group);
+      this.runJob(job, key, lane, group);
     }
     if (roomy) for (const lane of roomy) this.roomIn(lane);
   }
@@ -270,15 +270,31 @@ export class SlotPool {
   }
 
   /**
-   * Runs a started job, then frees its slots. One async function, not `job().catch().finally()`:
-   * every promise costs the process's async-context hooks, and a drain runs thousands of jobs a second.
+   * Runs a started job, then frees its slots (`jobEnded`), with one reaction to the job's promise:
+   * neither `job().catch().finally()` nor an async function awaiting it, each of which makes more
+   * promises, and every promise costs the process's async-context hooks: a drain runs thousands of
+   * jobs a second.
    */
-  private async runJob(job: Job, key: string | number, lane: Lane, group: { running: number; waiting: Set<string | number> } | undefined): Promise<void> {
+  private runJob(job: Job, key: string | number, lane: Lane, group: { running: number; waiting: Set<string | number> } | undefined): void {
+    let running: Promise<unknown>;
     try {
-      await job();
+      running = job();
     } catch {
       // A job handles its own failures; one that throws only ends.
+      this.jobEnded(key, lane, group);
+      return;
     }
+    const ended = this.endOf(key, lane, group);
+    running.then(ended, ended);
+  }
+
+  /** `jobEnded` of one job, as its promise's reaction (made here: a closure named in place costs the source checkout's transform a property definition). */
+  private endOf(key: string | number, lane: Lane, group: { running: number; waiting: Set<string | number> } | undefined): () => void {
+    return () => this.jobEnded(key, lane, group);
+  }
+
+  /** A started job ended (or failed): frees its slots and starts what they let start. */
+  private jobEnded(key: string | number, lane: Lane, group: { running: number; waiting: Set<string | number> } | undefined): void {
     lane.running--;
     this.running--;
     if (group) {

@@ -92,6 +92,11 @@ interface Snapshot {
 
 type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
 
+/** An attempt that found its row no longer this worker's, or gave it back (stopping). */
+const LOST: { result: AttemptResult } = Object.freeze({ result: Object.freeze({ kind: 'lost' as const }) });
+/** The job of an attempt queued as the worker stopped: nothing to do. */
+const NOTHING = Promise.resolve();
+
 /**
  * The logger of one attempt. A function of the module, not a closure made in each attempt: the
  * source checkout runs through tsx, whose transform names every such closure with a property
@@ -105,6 +110,9 @@ export class DeliveryWorker {
   private stopping = false;
   private readonly abort = new AbortController();
   private readonly running = new Set<Promise<unknown>>();
+  /** The pool's attempts under way (`run`, pooled), and who waits for there to be none (stop()). */
+  private pooledRuns = 0;
+  private pooledIdle: { promise: Promise<void>; resolve: () => void } | undefined;
   /** Attempts queued in the pool and not started: delivery id → lease token (released on stop). */
   private readonly queued = new Map<number, string>();
 
@@ -187,32 +195,18 @@ export class DeliveryWorker {
   }
 
   /**
-   * A job of the pool: the attempt, then the outcome handed to the writer. The job (and its slot of
-   * the integration) ends when the answer came back, not when the outcome is written, unless the
-   * writer is full.
+   * A job of the pool: the attempt, then the outcome handed to the writer (`run`, which is the job's
+   * one async function: no level of its own around it). The job (and its slot of the integration)
+   * ends when the answer came back, not when the outcome is written, unless the writer is full.
    */
-  private job(deliveryId: number, token: string, claim?: Claim): () => Promise<void> {
-    return async () => {
+  private job(deliveryId: number, token: string, claim?: Claim): () => Promise<unknown> {
+    return () => {
       // Queued just as the worker stopped: its lease is released by stop() for the retry sweep.
-      if (this.stopping) return;
+      if (this.stopping) return NOTHING;
       // Forgotten only if the entry is this attempt's: the row may have been queued again meanwhile
       // under a newer lease (a later sweep's claim), whose lease a stop must still give back.
       if (this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
-      // Tracked for stop() as `track` does, without a reaction of its own (one promise fewer per attempt).
-      const run = this.run(deliveryId, token, claim, (err) => this.writeFailed(err, deliveryId));
-      this.running.add(run);
-      try {
-        const { result } = await run;
-        if (result.kind === 'attempted') {
-          const room = this.outcomes.room();
-          if (room) await room;
-        }
-      } catch (err) {
-        // A database failure: the row keeps its lease and comes back to the retry sweep.
-        if (!this.stopping) logger().error({ err, deliveryId }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
-      } finally {
-        this.running.delete(run);
-      }
+      return this.run(deliveryId, token, claim, true);
     };
   }
 
@@ -293,77 +287,92 @@ export class DeliveryWorker {
   }
 
   /**
-   * One attempt. Its outcome goes to the writer: with `onWriteFailed` (the pool's attempts) without a
-   * promise to wait on, otherwise as `written`.
+   * One attempt. Its outcome goes to the writer: for the pool's attempts (`pooled`) without a promise
+   * to wait on, otherwise as `written`. A pool's attempt is its job's one async function: it is
+   * counted for stop() (`pooledRuns`), waits for room in the writer before it ends, and never
+   * rejects (a database failure is logged; the row keeps its lease and comes back to the retry sweep).
    */
-  private async run(
-    id: number,
-    token: string,
-    claim?: Claim,
-    onWriteFailed?: (err: unknown) => void,
-  ): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
-    const claimed = this.fromClaim(claim, id);
-    let row = claimed instanceof Promise ? await claimed : claimed;
-    // When the lease this attempt holds began, at the latest: the Claim's statement, or the renewal here.
-    let leasedAt: number;
-    if (row) leasedAt = claim!.stamp.at;
-    else {
-      leasedAt = performance.now();
-      row = await takeLease(this.direct, id, token, this.o.leaseMs);
-    }
-    if (!row) return { result: { kind: 'lost' } };
-    // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
-    if (!row.tenant_active) {
-      await closeRow(this.direct, id, token, TENANT_INACTIVE_REASON);
-      attemptLog(row, id).info('delivery closed: its tenant was deactivated');
-      return { result: { kind: 'closed' } };
-    }
-    const gone = row.deleted || (row.kind === 'event' && (!row.enabled || !patternsMatch(row.event_types, row.event_type)));
-    if (gone) {
-      await closeRow(this.direct, id, token, CLOSED_REASON);
-      attemptLog(row, id).info('delivery closed: the integration was deleted, disabled or no longer matches');
-      return { result: { kind: 'closed' } };
-    }
-    let outcome: AttemptOutcome;
-    let secret: string | undefined;
-    let unsealFailure: string | undefined;
+  private async run(id: number, token: string, claim?: Claim, pooled = false): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
+    if (pooled) this.pooledRuns++;
     try {
-      secret = openIntegrationSecret(this.o.key, row.tenant_id, row.integration_id, row);
+      const claimed = this.fromClaim(claim, id);
+      let row = claimed instanceof Promise ? await claimed : claimed;
+      // When the lease this attempt holds began, at the latest: the Claim's statement, or the renewal here.
+      let leasedAt: number;
+      if (row) leasedAt = claim!.stamp.at;
+      else {
+        leasedAt = performance.now();
+        row = await takeLease(this.direct, id, token, this.o.leaseMs);
+      }
+      if (!row) return LOST;
+      // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
+      if (!row.tenant_active) {
+        await closeRow(this.direct, id, token, TENANT_INACTIVE_REASON);
+        attemptLog(row, id).info('delivery closed: its tenant was deactivated');
+        return { result: { kind: 'closed' } };
+      }
+      const gone = row.deleted || (row.kind === 'event' && (!row.enabled || !patternsMatch(row.event_types, row.event_type)));
+      if (gone) {
+        await closeRow(this.direct, id, token, CLOSED_REASON);
+        attemptLog(row, id).info('delivery closed: the integration was deleted, disabled or no longer matches');
+        return { result: { kind: 'closed' } };
+      }
+      let outcome: AttemptOutcome;
+      let secret: string | undefined;
+      let unsealFailure: string | undefined;
+      try {
+        secret = openIntegrationSecret(this.o.key, row.tenant_id, row.integration_id, row);
+      } catch (err) {
+        if (!(err instanceof UnsealError)) throw err;
+        unsealFailure = 'the integration secret cannot be decrypted (was svc.secret.master-key changed without the earlier key in svc.secret.previous-master-keys?)';
+      }
+      const request = unsealFailure
+        ? { fault: unsealFailure }
+        : deliveryRequest({
+            eventType: row.event_type,
+            eventId: row.event_id,
+            deliveryId: id,
+            body: row.body,
+            authMode: row.auth_mode,
+            secret,
+            standardWebhooks: row.standard_webhooks,
+          });
+      if ('fault' in request) {
+        outcome = { ok: false, httpStatus: null, responseBody: null, error: request.fault, durationMs: 0, attemptedAt: new Date() };
+      } else {
+        // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
+        const keeper = this.keepLease(id, token, leasedAt);
+        // The secret masked in the answer, should it quote it (an echo service): the journal and the test answer show `[REDACTED]`.
+        outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal, secret ? [secret] : []);
+        if (keeper) leasedAt = keeper.stop();
+        // Stopping: the lease brings the row back to a live process; record nothing. Except a test,
+        // which is never retried: its attempt is recorded as it ended (`aborted: the process is stopping`).
+        if (this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test') return LOST;
+      }
+      let written: Promise<number | undefined> | undefined;
+      // The writer keeps the lease from when it began (renewed at half of it) until the outcome is written.
+      if (pooled) this.outcomes.add(id, token, outcome, undefined, (err) => this.writeFailed(err, id), leasedAt);
+      else written = this.outcomes.write(id, token, outcome, leasedAt);
+      if (outcome.ok) {
+        if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
+      } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
+      if (pooled) {
+        // The pool's job ends here: it waits while the writer is full (backpressure on the attempts).
+        const room = this.outcomes.room();
+        if (room) await room;
+      }
+      return { result: { kind: 'attempted', outcome, attempts: row.attempts + 1 }, written };
     } catch (err) {
-      if (!(err instanceof UnsealError)) throw err;
-      unsealFailure = 'the integration secret cannot be decrypted (was svc.secret.master-key changed without the earlier key in svc.secret.previous-master-keys?)';
+      if (!pooled) throw err;
+      // A database failure: the row keeps its lease and comes back to the retry sweep.
+      if (!this.stopping) logger().error({ err, deliveryId: id }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
+      return LOST;
+    } finally {
+      if (pooled && --this.pooledRuns === 0 && this.pooledIdle) {
+        this.pooledIdle.resolve();
+        this.pooledIdle = undefined;
+      }
     }
-    const request = unsealFailure
-      ? { fault: unsealFailure }
-      : deliveryRequest({
-          eventType: row.event_type,
-          eventId: row.event_id,
-          deliveryId: id,
-          body: row.body,
-          authMode: row.auth_mode,
-          secret,
-          standardWebhooks: row.standard_webhooks,
-        });
-    if ('fault' in request) {
-      outcome = { ok: false, httpStatus: null, responseBody: null, error: request.fault, durationMs: 0, attemptedAt: new Date() };
-    } else {
-      // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
-      const keeper = this.keepLease(id, token, leasedAt);
-      // The secret masked in the answer, should it quote it (an echo service): the journal and the test answer show `[REDACTED]`.
-      outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal, secret ? [secret] : []);
-      if (keeper) leasedAt = keeper.stop();
-      // Stopping: the lease brings the row back to a live process; record nothing. Except a test,
-      // which is never retried: its attempt is recorded as it ended (`aborted: the process is stopping`).
-      if (this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test') return { result: { kind: 'lost' } };
-    }
-    let written: Promise<number | undefined> | undefined;
-    // The writer keeps the lease from when it began (renewed at half of it) until the outcome is written.
-    if (onWriteFailed) this.outcomes.add(id, token, outcome, undefined, onWriteFailed, leasedAt);
-    else written = this.outcomes.write(id, token, outcome, leasedAt);
-    if (outcome.ok) {
-      if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
-    } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
-    return { result: { kind: 'attempted', outcome, attempts: row.attempts + 1 }, written };
   }
 
   /**
@@ -417,10 +426,23 @@ export class DeliveryWorker {
     this.stopping = true;
     this.o.pool.clear();
     this.abort.abort(new Error('stopping'));
-    await Promise.allSettled([...this.running]);
+    await Promise.allSettled([...this.running, this.whenPooledIdle()]);
     await this.outcomes.flush().catch(() => undefined);
     await this.releaseQueued();
     await this.o.sender.close();
+  }
+
+  /** Resolves when none of the pool's attempts is under way (undefined: none is now). */
+  private whenPooledIdle(): Promise<void> | undefined {
+    if (this.pooledRuns === 0) return undefined;
+    if (!this.pooledIdle) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => {
+        resolve = r;
+      });
+      this.pooledIdle = { promise, resolve };
+    }
+    return this.pooledIdle.promise;
   }
 
   /** Frees the leases of the attempts that were queued and never started (a database gone meanwhile: they run out instead). */
