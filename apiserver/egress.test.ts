@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { ITEM_ENTITY, itemS3Export } from '../test/harness/export-manifests.js';
 import { startReceiver, type Receiver } from '../test/harness/receiver.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
+import { runEnded } from '../test/harness/runs.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
 
 /**
@@ -88,13 +89,7 @@ describe('connectors', () => {
     const started = await post(strict, '/api/connectors/loopback-source/runs');
     expect(started.status).toBe(202);
     const runId = started.body.runs[0].id as string;
-    let run: { status: string; errorMessage: string | null } | undefined;
-    for (let i = 0; i < 200; i++) {
-      const res = await fetch(`${strict.url}/api/platform/runs/${runId}`, { headers: auth });
-      run = (await res.json()) as typeof run;
-      if (run && run.status !== 'Running' && run.status !== 'Pending') break;
-      await new Promise((r) => setTimeout(r, 25));
-    }
+    const run = await runEnded<{ status: string; errorMessage: string | null }>(strict.url, runId, auth);
     expect(run).toMatchObject({ status: 'Failed' });
     expect(run?.errorMessage).toMatch(POLICY);
     expect(receiver.received.length).toBe(before);

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { runEnded } from '../../../test/harness/runs.js';
 import { until } from '../../../test/harness/until.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
 
@@ -78,16 +79,7 @@ async function run(name: string, body?: unknown, tenant = '1'): Promise<Run[]> {
   return Promise.all(runs.map((r) => finished(r.id, tenant)));
 }
 
-async function finished(id: string, tenant = '1'): Promise<Run> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const res = await fetch(`${hub.url}/api/platform/runs/${id}`, { headers: { 'X-Tenant-ID': tenant } });
-    const record = (await res.json()) as Run;
-    if (record.status !== 'Running') return record;
-    if (Date.now() > deadline) throw new Error(`run ${id} still running`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const finished = (id: string, tenant = '1'): Promise<Run> => runEnded<Run>(hub.url, id, { 'X-Tenant-ID': tenant });
 
 describe('connector runs against the demo source', () => {
   it('reads every page into ext.<table>: 2400 rows, counters that balance, typed promoted columns', async () => {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { runEnded } from '../../../test/harness/runs.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 
 /**
@@ -90,13 +91,7 @@ async function run(
   const started = await fetch(`${hub.url}/api/connectors/${connector}/runs`, { method: 'POST', headers: H, body: JSON.stringify(endpoint ? { endpoint } : {}) });
   expect(started.status).toBe(202);
   const { runs } = (await started.json()) as { runs: Array<{ id: string }> };
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const record = (await (await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}`, { headers: H })).json()) as Awaited<ReturnType<typeof run>>;
-    if (record.status !== 'Running') return record;
-    if (Date.now() > deadline) throw new Error('run still running');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return runEnded(hub.url, runs[0]!.id, H);
 }
 
 describe('integers beyond ±(2^53 − 1) from a source', () => {

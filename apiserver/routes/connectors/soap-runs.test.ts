@@ -7,6 +7,7 @@ import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { runEnded } from '../../../test/harness/runs.js';
 
 /**
  * soap-generic end to end: the examples/soap-*.yaml manifests applied over HTTP, run against the
@@ -64,13 +65,7 @@ async function run(name: string): Promise<Run> {
   const res = await fetch(`${hub.url}/api/connectors/${name}/runs`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
   expect(res.status).toBe(202);
   const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const record = (await (await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}`, { headers: H })).json()) as Run;
-    if (record.status !== 'Running') return record;
-    if (Date.now() > deadline) throw new Error(`run ${record.id} still running`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  return runEnded<Run>(hub.url, runs[0]!.id, H, 60_000);
 }
 
 const count = async (table: string) => (await owner.query(`select count(*)::int as n, count(distinct external_id)::int as ids from ext_t1.${table}`)).rows[0];

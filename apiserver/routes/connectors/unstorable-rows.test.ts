@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { stringify } from 'yaml';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { runEnded } from '../../../test/harness/runs.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 
@@ -46,15 +47,7 @@ afterAll(async () => {
 
 type Run = { id: string; status: string; recordsIn: number; recordsOut: number; recordsSkipped: number; deadLetterCount: number; errorMessage: string | null };
 
-async function finished(id: string, base = hub.url): Promise<Run> {
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const record = (await (await fetch(`${base}/api/platform/runs/${id}`, { headers: H })).json()) as Run;
-    if (record.status !== 'Running') return record;
-    if (Date.now() > deadline) throw new Error(`run ${id} still running`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
+const finished = (id: string, base = hub.url): Promise<Run> => runEnded<Run>(base, id, H);
 
 describe('rows PostgreSQL cannot store', () => {
   it('are dead-lettered one by one with a reason; the run completes with honest counts', async () => {
