@@ -4,12 +4,14 @@ import { stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
 import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { runEnded } from '../../../test/harness/runs.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 import { demoPartnersConnector, indexAll } from '../../../test/harness/retrieval.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { until } from '../../../test/harness/until.js';
+import { captureLogs } from '../../../test/harness/log-capture.js';
 import { ragRoutes } from './rag.js';
 
 /**
@@ -83,12 +85,7 @@ async function runToEnd(name: string): Promise<void> {
   const started = await admin.post(`/api/connectors/${name}/runs`, {});
   expect(started.status).toBe(202);
   const [{ id }] = (started.body as { runs: Array<{ id: string }> }).runs as [{ id: string }];
-  for (let i = 0; i < 600; i++) {
-    const run = (await admin.get(`/api/platform/runs/${id}`)).body as { status: string };
-    if (run.status !== 'Running') return expect(run.status).toBe('Completed');
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`run ${id} did not end`);
+  expect((await runEnded(hub.url, id, { 'X-Tenant-ID': String(T) })).status).toBe('Completed');
 }
 
 async function scopedUser(scopes: string[]): Promise<Client> {
@@ -603,6 +600,7 @@ describe('a client that goes away before its answer', () => {
     const model = await holdingModel({ 'long one': long, 'long two': long, 'short': 'select count(*) as n from ext.partners' });
     // One query of the tenant at a time; a query runs, and a query waits, at most 3 s.
     const gated = await startTestHub({ 'svc.datasource.url': hub.ownerUrl, 'svc.llm.base-url': `${model.url}/v1`, 'svc.llm.model': 'stand-in', 'svc.analytic.concurrency-per-tenant': '1', 'svc.analytic.statement-timeout': '3s' });
+    const logs = captureLogs('info');
     try {
       const asker = devClient(gated.url, T);
       // The first holds the tenant's slot for 3 s (the statement timeout stops it).
@@ -610,12 +608,15 @@ describe('a client that goes away before its answer', () => {
       await until('the first question to reach the model', () => model.asked.includes('long one'));
       // The second waits for the slot; its client goes away.
       await askAndLeave(gated.url, { question: 'long two', mode: 'analytic', scope: 'partners' }, () => model.asked.includes('long two'));
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      // Its request ended (its access line, 499) while the first still holds the slot (3 s): a waiter
+      // kept in the queue would end only once it had the slot.
+      await until('the second request to end, its client gone', () => logs.lines().some((l) => l.msg === 'request' && l.path === '/api/platform/rag/chat' && l.status === 499), { timeoutMs: 2_500 });
       // The third waits for the first only: had the second run next, it would hold the slot another 3 s and the third be refused.
       const third = await asker.post('/api/platform/rag/chat', { question: 'short', mode: 'analytic', scope: 'partners' });
       expect(third.body).toMatchObject({ rowCount: 1, rows: [{ n: ROWS }] });
       expect((await first).body).toMatchObject({ answer: 'Refused (guard 5): The query ran longer than 3000 ms and was stopped.' });
     } finally {
+      logs.restore();
       await gated.stop();
       await model.close();
     }
