@@ -3,6 +3,8 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { exportRunEnded } from '../../../test/harness/runs.js';
+import { until } from '../../../test/harness/until.js';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
 import { startCommitRelay } from '../../../test/harness/s3-relay.js';
 import { startStallRelay } from '../../../test/harness/stall-relay.js';
@@ -68,14 +70,7 @@ function exportOf(name: string, entityName: string, destination: Record<string, 
   };
 }
 
-async function settle(name: string, runId: string): Promise<Run> {
-  for (let i = 0; i < 600; i++) {
-    const run = (await api.get(`/api/exports/${name}/runs/${runId}`)).body as Run;
-    if (run.status !== 'Running') return run;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`run ${runId} did not end`);
-}
+const settle = (name: string, runId: string) => exportRunEnded<Run>(api, name, runId);
 
 async function start(name: string): Promise<string> {
   const started = await api.post(`/api/exports/${name}/runs`);
@@ -253,7 +248,8 @@ describe('S3 publication', () => {
         await stored;
         const stopped = await stop(id);
         expect([202, 204]).toContain(stopped.status);
-        await new Promise((r) => setTimeout(r, 100));
+        // No wait: the stop reached the run (runner.stop, an abort) before the answer to it; a publication
+        // it cut would be cut now, whatever S3 answers after.
         release();
         const run = await settle(name, id);
         expect({ name, status: run.status, failureCode: run.failureCode }).toEqual({ name, status: 'Completed', failureCode: null });
@@ -269,7 +265,7 @@ describe('S3 publication', () => {
     try {
       await applied(exportOf('stalled', 'big', { filename: 'stalled.csv', endpoint: relay.endpoint }));
       const id = await start('stalled');
-      for (let i = 0; i < 600 && !s3.listMultipartUploads(BUCKET).some((u) => u.key === 'stalled.csv' && u.parts >= 1); i++) await new Promise((r) => setTimeout(r, 20));
+      await until('a part of the upload stored', () => s3.listMultipartUploads(BUCKET).some((u) => u.key === 'stalled.csv' && u.parts >= 1), 12_000);
       relay.stall();
       const cancelledAt = performance.now();
       expect((await api.post(`/api/exports/stalled/runs/${id}/cancel`)).status).toBe(202);

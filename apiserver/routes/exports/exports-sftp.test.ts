@@ -11,6 +11,7 @@ import type pg from 'pg';
 import { stringify } from 'yaml';
 import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { exportRunEnded } from '../../../test/harness/runs.js';
 import { describeRequiring } from '../../../test/harness/requires.js';
 import { sshdProblem, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
 import type { Promote } from '../../../src/connectors/types.js';
@@ -114,14 +115,7 @@ async function applyYaml(manifest: unknown, as: Client = api) {
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-async function settle(name: string, runId: string): Promise<Run> {
-  for (let i = 0; i < 400; i++) {
-    const run = (await api.get(`/api/exports/${name}/runs/${runId}`)).body as Run;
-    if (run.status !== 'Running') return run;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`run ${runId} did not end`);
-}
+const settle = (name: string, runId: string) => exportRunEnded<Run>(api, name, runId, 20_000);
 
 async function runToEnd(name: string): Promise<Run> {
   const started = await api.post(`/api/exports/${name}/runs`);

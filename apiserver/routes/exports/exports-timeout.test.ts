@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { type Client, devClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { exportRunEnded } from '../../../test/harness/runs.js';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
 
 /**
@@ -61,14 +62,7 @@ afterAll(async () => {
   await s3?.stop();
 });
 
-async function settle(runId: string): Promise<Record<string, unknown>> {
-  for (let i = 0; i < 200; i++) {
-    const run = (await api.get(`/api/exports/slow/runs/${runId}`)).body as Record<string, unknown>;
-    if (run.status !== 'Running') return run;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`run ${runId} did not end`);
-}
+const settle = (runId: string) => exportRunEnded<Record<string, unknown>>(api, 'slow', runId);
 
 describe('snapshot time limit', () => {
   it('fails a snapshot that takes longer than the limit as generation, publishing nothing', async () => {
