@@ -21,7 +21,8 @@ interface Received {
 
 /**
  * An EventSource of tenant `tenant` (dev bypass), or sending `headers` (those the client does not
- * set itself), that records every message and every open.
+ * set itself), that records every message and every open, and counts the heartbeats (`: ping`
+ * comments, which the client itself does not surface) in what it was given.
  */
 function source(url: string, tenant: string | Record<string, string>) {
   const extra = typeof tenant === 'string' ? { 'X-Tenant-ID': tenant } : tenant;
@@ -29,12 +30,25 @@ function source(url: string, tenant: string | Record<string, string>) {
   const errors: Array<{ code?: number; message?: string }> = [];
   const sent: Array<string | null> = [];
   let opens = 0;
+  let pings = 0;
   const es = new EventSource(url, {
-    fetch: (input, init) => {
+    fetch: async (input, init) => {
       const headers = new Headers(init?.headers);
       sent.push(headers.get('last-event-id'));
       for (const [name, value] of Object.entries(extra)) if (!headers.has(name)) headers.set(name, value);
-      return fetch(input, { ...init, headers });
+      const res = await fetch(input, { ...init, headers });
+      if (!res.body) return res;
+      const decoder = new TextDecoder();
+      let tail = '';
+      const counting = new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          const text = tail + decoder.decode(chunk, { stream: true });
+          pings += text.match(/^: ping\n/gm)?.length ?? 0;
+          tail = text.slice(text.lastIndexOf('\n') + 1); // a line not yet whole
+          controller.enqueue(chunk);
+        },
+      });
+      return new Response(res.body.pipeThrough(counting), { status: res.status, statusText: res.statusText, headers: res.headers });
     },
   });
   es.onopen = () => {
@@ -47,7 +61,7 @@ function source(url: string, tenant: string | Record<string, string>) {
   es.onerror = (error) => {
     errors.push({ code: error.code, message: error.message });
   };
-  return { es, received, errors, sent, opens: () => opens };
+  return { es, received, errors, sent, opens: () => opens, pings: () => pings };
 }
 
 /** A TCP relay in front of the hub whose connections the test can cut, as a network would. */
@@ -111,7 +125,8 @@ describe('the live stream through a standard EventSource client', () => {
     await until('the stream to open', () => a.opens() === 1);
     const ids = [await updated(hub, 1, 1), await updated(hub, 2, 2), await updated(hub, 1, 3)];
     await until('both of the tenant\'s events', () => a.received.length >= 2);
-    await new Promise((r) => setTimeout(r, 500)); // idle: heartbeats (every 200 ms) meanwhile
+    const pings = a.pings();
+    await until('two heartbeats', () => a.pings() >= pings + 2); // idle: heartbeats (every 200 ms) meanwhile
     const marker = await updated(hub, 1, 4);
     await until('the marker', () => a.received.some((e) => e.orgId === 4));
     expect(a.received).toEqual([

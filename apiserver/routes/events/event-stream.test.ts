@@ -73,7 +73,7 @@ class SseClient {
       if (Date.now() > deadline) throw new Error(`timed out; frames: ${JSON.stringify(this.frames)}`);
       await new Promise<void>((resolve) => {
         this.waiters.push(resolve);
-        setTimeout(resolve, 50);
+        setTimeout(resolve, 50); // not a check: a wake-up for a predicate no frame changes (the deadline)
       });
     }
   }
@@ -355,9 +355,7 @@ describe('GET /api/platform/events/stream', () => {
     expect(hub.services.stream.count()).toBeGreaterThanOrEqual(2);
     a.close();
     b.close();
-    const deadline = Date.now() + 3000;
-    while (hub.services.stream.count() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    expect(hub.services.stream.count()).toBe(0);
+    await until('every subscription released', () => hub.services.stream.count() === 0, 3_000);
   });
 });
 
@@ -393,6 +391,8 @@ describe('a resume further behind than svc.events.stream.max-buffer', () => {
     let stalled = -1;
     await until('the catch-up to stop moving', async () => {
       const before = sub!.position.id;
+      // A window of stillness, kept: no event marks the catch-up waiting for the client's room. A
+      // catch-up that did not wait for the client runs to the backlog's end and fails the check below.
       await new Promise((r) => setTimeout(r, 300));
       if (sub!.position.id !== before) return false;
       stalled = before;
