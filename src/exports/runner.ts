@@ -372,7 +372,12 @@ export class ExportRunner {
     const stopping = AbortSignal.any([signal, timeout.signal, ended.signal]);
     const work = new AbortController();
     const forward = () => {
-      if (!progress.committing && !work.signal.aborted) work.abort(stopping.reason);
+      if (work.signal.aborted) return;
+      if (!progress.committing) work.abort(stopping.reason);
+      else {
+        const stop = stopping.reason instanceof RunFailure ? stopping.reason.code : undefined;
+        logger().info({ runId: run.id, export: run.exportName, stop }, 'export run asked to stop while it publishes: the publication is not cut, the run ends as it does');
+      }
     };
     if (stopping.aborted) forward();
     else stopping.addEventListener('abort', forward, { once: true });

@@ -25,12 +25,14 @@ let relay: CommitRelay;
 let hub: TestHub;
 let owner: pg.Client;
 let api: Client;
+let stops: ReturnType<typeof captureLogs>;
 const BUCKET = 'drops';
 const POOL = 3;
 
 type Run = { status: string; failureCode: string | null; failureReason: string | null; sha256: string | null; byteCount: number | null; startedAt: string; endedAt: string | null };
 
 beforeAll(async () => {
+  stops = captureLogs('info');
   s3 = await startS3();
   s3.createBucket(BUCKET);
   relay = await startCommitRelay(s3.endpoint, BUCKET);
@@ -48,6 +50,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  stops.restore();
   await owner?.end();
   await hub?.stop();
   await relay?.close();
@@ -73,6 +76,13 @@ async function ended(name: string, id: string): Promise<Run> {
   return runOf(name, id);
 }
 
+/** Waits until run `id` was asked to stop (`code`) while it publishes: the publication went on past it. */
+async function stopSeen(id: string, code: string): Promise<void> {
+  await until(`run ${id} asked to stop (${code}) while publishing`, () =>
+    stops.lines().some((l) => l.msg === 'export run asked to stop while it publishes: the publication is not cut, the run ends as it does' && l.runId === id && l.stop === code),
+  );
+}
+
 /** Completed with the receipt of the object S3 holds, its end after the publication's answer. */
 async function expectPublished(name: string, run: Run, answeredAt: number) {
   expect({ status: run.status, failureCode: run.failureCode, failureReason: run.failureReason }).toEqual({ status: 'Completed', failureCode: null, failureReason: null });
@@ -86,8 +96,8 @@ describe('an export run publishing (S3 has stored the object, its answer held)',
     const { stored, release } = relay.hold('slow-answer.csv');
     const id = await start('slow-answer');
     await stored;
-    // Past the 2 s time limit while the answer is held.
-    await new Promise((r) => setTimeout(r, 2_500));
+    // The 2 s time limit passes while the answer is held.
+    await stopSeen(id, 'generation');
     const answeredAt = Date.now();
     release();
     await expectPublished('slow-answer', await ended('slow-answer', id), answeredAt);
@@ -142,19 +152,17 @@ describe('an export run publishing (S3 has stored the object, its answer held)',
 
   it('waits out a worker pool with no connection free before it publishes (no spurious publication failure)', async () => {
     await exportTo('busy-pool');
-    // Every connection of the worker pool taken (the outbox consumers of a busy hub, say) for 1.2 s
-    // (within the run's 2 s time limit): each wait for one gives up after 500 ms.
-    const logs = captureLogs('warn');
+    // Every connection of the worker pool taken (the outbox consumers of a busy hub, say) until the
+    // run's first try has found none (a wait for one gives up after 500 ms); it tries again a second
+    // later. A run the failed try ended would end Failed, not Completed (the check below).
     const taken = await Promise.all(Array.from({ length: POOL }, () => hub.services.db.worker.connect()));
     let id: string;
     try {
       id = await start('busy-pool');
-      await until('a try to find no connection', () => logs.lines().some((l) => l.msg === 'export run: no database connection to check its record before publishing; trying again'));
-      await new Promise((r) => setTimeout(r, 600));
+      await until('a try to find no connection', () => stops.lines().some((l) => l.msg === 'export run: no database connection to check its record before publishing; trying again' && l.runId === id));
       expect((await runOf('busy-pool', id)).status).toBe('Running');
     } finally {
       for (const client of taken) client.release();
-      logs.restore();
     }
     const run = await ended('busy-pool', id);
     expect({ status: run.status, failureReason: run.failureReason }).toEqual({ status: 'Completed', failureReason: null });
@@ -185,7 +193,7 @@ describe('an export run publishing (S3 has stored the object, its answer held)',
     const id = await start('at-stop');
     await stored;
     const closed = hub.services.exports.close();
-    await new Promise((r) => setTimeout(r, 300));
+    await stopSeen(id, 'interrupted');
     expect((await runOf('at-stop', id)).status).toBe('Running');
     const answeredAt = Date.now();
     release();
