@@ -11,9 +11,11 @@ import { parseRunArgs, runCommand } from './run.js';
 
 let hub: TestHub;
 let demo: Awaited<ReturnType<typeof startDemoSource>>;
+/** The demo source's access lines (`GET /path 500 1.2ms`), each once its answer went. */
+const answered: string[] = [];
 
 beforeAll(async () => {
-  demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 300, log: () => undefined });
+  demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 300, log: (line) => answered.push(line) });
   hub = await startTestHub();
   const now = new Date();
   const outside = `${String((now.getUTCHours() + 2) % 24).padStart(2, '0')}:00-${String((now.getUTCHours() + 3) % 24).padStart(2, '0')}:00`;
@@ -144,18 +146,13 @@ describe('svc-hub run connector', () => {
     const config = hub.config.with({ 'svc.connectors.retry.base-delay': '20s', 'svc.connectors.retry.max-delay': '60s' });
     const stop = new AbortController();
     const lines: string[] = [];
-    const started = Date.now();
     const done = runCommand(config, ['connector', 'down', '--tenant', 'default'], (line) => lines.push(line), stop.signal);
     const owner = new pg.Client({ connectionString: hub.ownerUrl });
     await owner.connect();
     try {
-      for (;;) {
-        const { rows } = await owner.query("select 1 from connectors.runs where connector_name = 'down' and status = 'Running'");
-        if (rows.length > 0) break;
-        if (Date.now() - started > 20_000) throw new Error('the run did not start');
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      await new Promise((r) => setTimeout(r, 300)); // its first request answered 500: backing off
+      await until('the run to start', async () => (await owner.query("select 1 from connectors.runs where connector_name = 'down' and status = 'Running'")).rows.length > 0, 20_000);
+      // Its first request answered 500: backing off.
+      await until('the source to answer the run 500', () => answered.some((line) => /^GET \/down\/partners\S* 500 /.test(line)), 20_000);
       const stopping = Date.now();
       stop.abort();
       expect(await done).toBe(1);

@@ -132,17 +132,8 @@ async function exitWithin(started: ReturnType<typeof start>, ms: number): Promis
 }
 
 async function waitReady(url: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    try {
-      const res = await fetch(`${url}/q/health/ready`);
-      if (res.status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`${url} not ready within ${timeoutMs} ms`);
+  // A connection refused: not listening yet.
+  await until(`${url} ready`, async () => (await fetch(`${url}/q/health/ready`).catch(() => undefined))?.status === 200, { timeoutMs, everyMs: 200 });
 }
 
 function tempDir(): string {
@@ -187,15 +178,17 @@ describe('svc-hub executable', () => {
     const signal = AbortSignal.abort();
     expect(await stopped({ stop: async () => undefined }, signal)).toBe(0);
     expect(await stopped({ stop: async () => Promise.reject(new Error('the embedded PostgreSQL did not stop')) }, signal)).toBe(1);
-    // Not before the signal.
+    // Not before the signal. Marker: a stop begun without it would have been called, and resolved
+    // (an immediate stop, no time limit: promise jobs only), before the next turn of the event loop.
     const controller = new AbortController();
     let done = false;
-    const exit = stopped({ stop: async () => undefined }, controller.signal).then((code) => {
+    let calls = 0;
+    const exit = stopped({ stop: async () => void calls++ }, controller.signal).then((code) => {
       done = true;
       return code;
     });
-    await new Promise((r) => setTimeout(r, 20));
-    expect(done).toBe(false);
+    await new Promise((r) => setImmediate(r));
+    expect({ calls, done }).toEqual({ calls: 0, done: false });
     controller.abort();
     expect(await exit).toBe(0);
   });
@@ -206,6 +199,7 @@ describe('svc-hub executable', () => {
       const signal = AbortSignal.abort();
       const never = { stop: () => new Promise<void>(() => undefined) };
       expect(await stopped(never, signal, { limitMs: 50, pending: () => ['the final audit flush', 'the database\'s close'] })).toBe(1);
+      // A stand-in's deliberate slowness, kept: a stop that takes time (30 ms), well within its limit.
       const slow = { stop: () => new Promise<void>((resolve) => setTimeout(resolve, 30)) };
       expect(await stopped(slow, signal, { limitMs: 1_000, pending: () => [] })).toBe(0);
     } finally {
@@ -711,6 +705,8 @@ describe('svc-hub executable', () => {
         (res) => res.status,
         (err: Error) => err.name,
       );
+      // Left as a sleep: nothing outside the hub's process shows the request waiting on the frozen
+      // database (which cannot be asked). Too short, the request only comes during the stop, which must end all the same.
       await new Promise((resolve) => setTimeout(resolve, 500));
       hub.child.kill('SIGTERM');
       // Was: still running, for ever (the outbox listener's and the pools' ends wait for a server that does not answer).
