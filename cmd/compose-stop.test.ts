@@ -19,8 +19,6 @@ import { until } from '../test/harness/until.js';
  */
 
 const GRACE_MS = 3_000;
-/** Tens of ticks: long enough for a ticking scheduler to claim. */
-const WATCH_MS = 1_500;
 
 let demo: Awaited<ReturnType<typeof startDemoSource>>;
 let hub: TestHub;
@@ -61,6 +59,19 @@ afterAll(async () => {
 
 describe('a clean stop', () => {
   it('claims no scheduled slot during the requests grace, while the schedulers claimed them before', async () => {
+    // The ticks each scheduler has ended (the hub's clocks call them on these objects).
+    const ticks = { connectors: 0, exports: 0 };
+    for (const area of ['connectors', 'exports'] as const) {
+      const scheduler = hub.services[area].scheduler;
+      const tick = scheduler.tick.bind(scheduler);
+      scheduler.tick = async () => {
+        try {
+          return await tick();
+        } finally {
+          ticks[area]++;
+        }
+      };
+    }
     // Control: the schedulers claim a due slot while the hub runs.
     await hub.services.db.withTenant(1, (tx) => applyConnector(tx, connectorManifest('before-stop')));
     await hub.services.exports.manifests.apply(1, undefined, exportManifest('before-stop'), 'test');
@@ -69,15 +80,20 @@ describe('a clean stop', () => {
     // A request whose body never comes holds the server open for the grace.
     held = connect(Number(new URL(hub.url).port), '127.0.0.1');
     await new Promise((resolve) => held!.once('connect', resolve));
-    held.write('POST /api/platform/secrets HTTP/1.1\r\nHost: hub\r\nX-Tenant-ID: 1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{');
-    await new Promise((r) => setTimeout(r, 100));
+    // Marker of a request in flight: the server parsed its head (its 100 Continue), then the body begins.
+    const continued = new Promise<void>((resolve) => held!.on('data', (chunk: Buffer) => chunk.toString('latin1').includes('100 Continue') && resolve()));
+    held.write('POST /api/platform/secrets HTTP/1.1\r\nHost: hub\r\nX-Tenant-ID: 1\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n');
+    await continued;
+    held.write('{');
 
     const began = Date.now();
     const stopped = hub.stop();
     // Due at once (the latest slot of `* * * * *` is within a minute of the apply).
     await hub.services.db.withTenant(1, (tx) => applyConnector(tx, connectorManifest('during-grace')));
     await hub.services.exports.manifests.apply(1, undefined, exportManifest('during-grace'), 'test');
-    await new Promise((r) => setTimeout(r, WATCH_MS));
+    // Marker: each scheduler has ended a tick begun after the apply (two ticks ended from now).
+    const from = { ...ticks };
+    await until('a tick of each scheduler after the apply', () => ticks.connectors >= from.connectors + 2 && ticks.exports >= from.exports + 2, GRACE_MS);
     expect(Date.now() - began).toBeLessThan(GRACE_MS); // still in the grace: the pools are open
     expect(await slotsOf('during-grace')).toBe(0);
     expect(await scheduledRunsOf('during-grace')).toBe(0);
