@@ -290,12 +290,13 @@ describe('export runs to a destination that never answers', () => {
     await until('the run to stream (its connection accepted)', async () => silent.accepted() > 0 && (await owner.query("select 1 from pg_stat_activity where datname = current_database() and query ilike '%copy%'")).rows.length > 0);
     // A request that never ends (its body never does): the server waits the whole grace (4 s) for it.
     const { request } = await import('node:http');
-    const held = request(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(B), 'content-type': 'application/json', 'transfer-encoding': 'chunked' } });
+    const held = request(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(B), 'content-type': 'application/json', 'transfer-encoding': 'chunked', expect: '100-continue' } });
     held.on('error', () => undefined);
+    // Marker of a request in flight: the server parsed its head (its 100 Continue), then the body begins.
+    const continued = new Promise((resolve) => held.once('continue', resolve));
+    held.flushHeaders();
+    await continued;
     held.write('{"name": "HELD", ');
-    // A sleep left on purpose: nothing of the server shows a request in flight. Too short a wait (the
-    // stop begun before the server read the request) fails the grace check below, never passes it falsely.
-    await new Promise((r) => setTimeout(r, 200));
     const stopping = Date.now();
     const stopped = hub.stop();
     await until('the run to be failed', async () => (await owner.query('select status from exports.runs where id = $1', [id])).rows[0]?.status === 'Failed', { timeoutMs: 10_000, everyMs: 50 });
