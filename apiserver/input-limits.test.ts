@@ -509,7 +509,7 @@ describe('YAML bodies are read off the event loop', () => {
       while (reading) {
         expect((await fetch(`${hub.url}/q/health/live`)).status).toBe(200);
         probes += 1;
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await new Promise((resolve) => setTimeout(resolve, 20)); // the probes' pace while the read lasts, not a check
       }
       expect((await read).status).toBe(200); // read whole, and answered as no valid manifest
     } finally {

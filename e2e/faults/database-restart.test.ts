@@ -65,7 +65,7 @@ describe('PostgreSQL stopped and restarted under load', () => {
           return res.status;
         }, (err: Error) => err.name);
         statuses.push({ at: Date.now(), status });
-        await new Promise((r) => setTimeout(r, 20));
+        await new Promise((r) => setTimeout(r, 20)); // the load's pace, not a check
       }
     })();
     await until('load to run', () => statuses.filter((s) => s.status === 200 || s.status === 201).length >= 20, { timeoutMs: 20_000 });

@@ -246,7 +246,7 @@ async function scenario(seed: number): Promise<void> {
       const i = orgs++;
       const res = await call(hub, 'POST', '/api/tenants/1/orgs', { code: `org-${i}`, name: `Org ${i}` });
       if (res.status === 201) answered.push(`Org ${i}`);
-      else await new Promise((r) => setTimeout(r, 50));
+      else await new Promise((r) => setTimeout(r, 50)); // the load's pace while nothing answers, not a check
     }
   })();
   const runner = (async () => {
