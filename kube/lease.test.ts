@@ -42,6 +42,17 @@ const leaseName = () => `lease-${++seq}`;
 const lease = (name: string) => api.get('coordination.k8s.io/v1', 'leases', NS, name) as (KubeObject & { spec: Record<string, unknown> }) | undefined;
 const leaseWrites = (name: string) => api.requests.filter((r) => (r.method === 'POST' || r.method === 'PUT') && r.status < 300 && ((r.body as KubeObject).metadata?.name === name));
 
+/** A monotonic clock the test moves by hand (the electors' `monotonic`): no real time passes for a lease duration. */
+function handClock() {
+  let now = 1_000_000;
+  return {
+    now: () => now,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
+}
+
 function elector(name: string, identity: string, options: Partial<LeaseElectorOptions> = {}) {
   const e = new LeaseElector({ name, namespace: NS, identity, leaseDurationSeconds: LEASE_SECONDS, kube: target, ...options });
   const losses: number[] = [];
@@ -87,7 +98,8 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
     const a = elector(name, 'pod-a');
     expect(await a.acquire()).toBe(true);
     const before = lease(name)!;
-    await sleep(5);
+    // renewTime is wall-clock time (what the API server stores): it must have moved for a later one.
+    await until('the wall clock to move', () => Date.now() > Date.parse(before.spec.renewTime as string), { everyMs: 1 });
     expect(await a.renew()).toBe(true);
     const after = lease(name)!;
     const put = leaseWrites(name).at(-1)!;
@@ -103,26 +115,30 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
 
   it('the follower takes over only once the leader has not renewed for leaseDurationSeconds', async () => {
     const name = leaseName();
-    const a = elector(name, 'pod-a');
-    const b = elector(name, 'pod-b');
+    const clock = handClock();
+    const a = elector(name, 'pod-a', { monotonic: clock.now });
+    const b = elector(name, 'pod-b', { monotonic: clock.now });
     expect(await a.acquire()).toBe(true);
-    // While the leader renews, the follower never gets it, however long that lasts (> the 1 s duration).
-    const renewUntil = Date.now() + 1_500;
-    while (Date.now() < renewUntil) {
+    // While the leader renews, the follower never gets it, however long that lasts (1.5 s of the
+    // electors' clock, past the 1 s duration).
+    for (let i = 0; i < 15; i++) {
       expect(await a.renew()).toBe(true);
       expect(await b.acquire()).toBe(false);
-      await sleep(100); // the leader's pace of renewals: real time must pass the 1 s duration meanwhile
+      clock.advance(100); // the leader's pace of renewals
     }
-    const lastRenewal = Date.now();
+    const lastRenewal = clock.now();
     expect(await a.renew()).toBe(true);
     const before = lease(name)!;
-    // Renewals stop (the leader hangs or died): the follower keeps trying.
-    await until('the follower to take over', () => b.acquire(), 5_000);
-    const waited = Date.now() - lastRenewal;
+    // Renewals stop (the leader hangs or died): the follower keeps trying, every 100 ms of the clock.
+    await until('the follower to take over', () => {
+      clock.advance(100);
+      return b.acquire();
+    });
+    const waited = clock.now() - lastRenewal;
     expect(waited).toBeGreaterThanOrEqual(1_000);
-    // Soon after the duration, not at a second one: the follower tries every 25 ms, each try a round
-    // trip to the stand-in (1,802 ms was seen at load average 11; 1,800 was the bound).
-    expect(waited).toBeLessThan(2_500);
+    // Soon after the duration, not at a second one: at the first try a duration after it first saw
+    // the last renewal (one try after that renewal).
+    expect(waited).toBeLessThanOrEqual(1_100);
 
     const after = lease(name)!;
     expect(after.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-b', leaseTransitions: 1 }));
@@ -179,11 +195,12 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
 
   it('a lost race for an expired Lease (409 on the takeover write) leaves the candidate a follower', async () => {
     const name = leaseName();
-    const a = elector(name, 'pod-a');
-    const b = elector(name, 'pod-b');
+    const clock = handClock();
+    const a = elector(name, 'pod-a', { monotonic: clock.now });
+    const b = elector(name, 'pod-b', { monotonic: clock.now });
     expect(await a.acquire()).toBe(true);
     expect(await b.acquire()).toBe(false);
-    await sleep(1_050); // the Lease must expire: real time past its 1 s duration
+    clock.advance(1_050); // the Lease expires: past its 1 s duration
     api.failNext('PUT', new RegExp(`/leases/${name}$`), 409);
     expect(await b.acquire()).toBe(false);
     expect(b.isLeader()).toBe(false);
@@ -192,16 +209,16 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
 
   it('API failures on renewal keep the leadership within the lease duration, and lose it beyond', async () => {
     const name = leaseName();
-    const a = elector(name, 'pod-a');
+    const clock = handClock();
+    const a = elector(name, 'pod-a', { monotonic: clock.now });
     expect(await a.acquire()).toBe(true);
-    const acquired = Date.now();
     api.failNext('PUT', new RegExp(`/leases/${name}$`), 500, 1_000);
     expect(await a.renew()).toBe(true);
     expect(a.isLeader()).toBe(true);
-    await sleep(400); // real time passes, still within the 1 s duration: the failures keep the leadership
+    clock.advance(400); // still within the 1 s duration: the failures keep the leadership
     expect(await a.renew()).toBe(true);
     expect(a.losses).toEqual([]);
-    await until('the renew deadline', () => Date.now() - acquired > 1_000);
+    clock.advance(601); // past the renew deadline (the duration), counted from the acquisition
     expect(await a.renew()).toBe(false);
     expect(a.isLeader()).toBe(false);
     expect(a.losses).toHaveLength(1);
@@ -209,11 +226,12 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
 
   it('a renewal deadline shorter than the duration (what cmd/leader.ts sets) steps down earlier', async () => {
     const name = leaseName();
-    const a = elector(name, 'pod-a', { leaseDurationSeconds: 2, renewDeadlineMs: 300 });
+    const clock = handClock();
+    const a = elector(name, 'pod-a', { leaseDurationSeconds: 2, renewDeadlineMs: 300, monotonic: clock.now });
     expect(await a.acquire()).toBe(true);
     api.failNext('GET', new RegExp(`/leases/${name}$`), 503, 1_000);
     expect(await a.renew()).toBe(true);
-    await sleep(320); // real time past the 300 ms renew deadline
+    clock.advance(320); // past the 300 ms renew deadline
     expect(await a.renew()).toBe(false);
     expect(a.losses).toHaveLength(1);
   });

@@ -63,6 +63,8 @@ export interface LeaseElectorOptions {
   requestTimeoutMs?: number;
   /** Where the API server is: a KubeConfig, a target (tests), or the default (in-cluster, else KUBECONFIG). */
   kube?: KubeConfig | KubeTarget;
+  /** The clock of the lease duration and the renew deadline (monotonic, ms). Default performance.now; tests move it by hand. */
+  monotonic?: () => number;
 }
 
 /** Default identity of a candidate: the pod's name (the chart sets POD_NAME), else host and pid. */
@@ -99,6 +101,7 @@ export class LeaseElector implements LeaderElector {
   private client: Promise<Client> | undefined;
   /** kube-config.ts's apiStatus once the client is loaded (no API error can come before). */
   private apiStatus: (err: unknown) => number | undefined = statusOf;
+  private readonly monotonic: () => number;
   private readonly durationSeconds: number;
   private readonly renewDeadlineMs: number;
   private readonly requestTimeoutMs: number;
@@ -116,6 +119,7 @@ export class LeaseElector implements LeaderElector {
     this.name = options.name;
     this.namespace = options.namespace;
     this.identity = options.identity ?? defaultIdentity();
+    this.monotonic = options.monotonic ?? monotonic;
     this.durationSeconds = options.leaseDurationSeconds ?? 15;
     if (!Number.isInteger(this.durationSeconds) || this.durationSeconds < 1) {
       throw new Error(`leaseDurationSeconds must be a whole number of seconds, at least 1 (not ${this.durationSeconds})`);
@@ -136,7 +140,7 @@ export class LeaseElector implements LeaderElector {
    * next check renews, or finds the leadership gone (`onLost`).
    */
   isLeader(): boolean {
-    return this.leader && monotonic() - this.renewedAt < this.durationSeconds * 1000;
+    return this.leader && this.monotonic() - this.renewedAt < this.durationSeconds * 1000;
   }
 
   onLost(listener: () => void): () => void {
@@ -170,7 +174,7 @@ export class LeaseElector implements LeaderElector {
 
   private async tryAcquire(): Promise<boolean> {
     const check = this.checks.signal;
-    const started = monotonic();
+    const started = this.monotonic();
     const lease = await this.read(check);
     if (!lease) {
       const now = microTime();
@@ -230,7 +234,7 @@ export class LeaseElector implements LeaderElector {
   private async renewOnce(): Promise<boolean> {
     if (!this.leader) return false;
     const check = this.checks.signal;
-    const started = monotonic();
+    const started = this.monotonic();
     try {
       const lease = await this.read(check);
       if (!lease) {
@@ -257,7 +261,7 @@ export class LeaseElector implements LeaderElector {
         logger().debug({ err: errorText(err) }, `Lease renewal cut by the stop (${this.description})`);
         return true;
       }
-      const since = monotonic() - this.renewedAt;
+      const since = this.monotonic() - this.renewedAt;
       const message = errorText(err);
       if (since >= this.renewDeadlineMs) {
         this.lost(`no successful renewal for ${Math.round(since)} ms (deadline ${this.renewDeadlineMs} ms): ${message}`);
@@ -306,13 +310,13 @@ export class LeaseElector implements LeaderElector {
   private observe(lease: V1Lease): void {
     const s = lease.spec ?? {};
     const key = JSON.stringify([s.holderIdentity ?? '', s.leaseDurationSeconds, String(s.acquireTime ?? ''), String(s.renewTime ?? ''), s.leaseTransitions ?? 0]);
-    if (this.observed?.key !== key) this.observed = { key, at: monotonic() };
+    if (this.observed?.key !== key) this.observed = { key, at: this.monotonic() };
   }
 
   /** The holder has not renewed for its lease duration since this process saw the record change. */
   private expired(spec: V1LeaseSpec): boolean {
     const seconds = spec.leaseDurationSeconds && spec.leaseDurationSeconds > 0 ? spec.leaseDurationSeconds : this.durationSeconds;
-    return this.observed !== undefined && monotonic() - this.observed.at >= seconds * 1000;
+    return this.observed !== undefined && this.monotonic() - this.observed.at >= seconds * 1000;
   }
 
   /** `check`: a check's, aborted by it and by the interruption of the start making it (`call`); undefined: the release's. */
@@ -366,7 +370,7 @@ export class LeaseElector implements LeaderElector {
       abort.signal.throwIfAborted();
       // While leading, no request may run past the renew deadline: the leader must know it is no
       // longer sure of its Lease before any follower can see the Lease expire.
-      const limit = this.leader ? Math.min(this.requestTimeoutMs, Math.max(1, Math.ceil(this.renewedAt + this.renewDeadlineMs - monotonic()))) : this.requestTimeoutMs;
+      const limit = this.leader ? Math.min(this.requestTimeoutMs, Math.max(1, Math.ceil(this.renewedAt + this.renewDeadlineMs - this.monotonic()))) : this.requestTimeoutMs;
       timer = setTimeout(() => abort.abort(new Error(`Lease ${what} got no answer within ${limit} ms`)), limit);
       timer.unref();
       return request(api, abortedBy(abort.signal));
