@@ -318,12 +318,29 @@ describe('a Connector resource', () => {
     const at = () => api.get(API_VERSION, 'connectors', 'relabelled-ns', 'follows-namespace') as Resource | undefined;
     await until('Ready in default', () => at()?.status?.tenant === 'default' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True');
     await settled();
-    // Another label on the Namespace is not worth a reconcile.
-    const hubReads = () => api.requests.filter((r) => r.path === '/api/v1/namespaces/relabelled-ns' && r.method === 'GET').length;
-    const before = hubReads();
-    api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'relabelled-ns', labels: { 'svc.io/tenant': 'default', team: 'a' } } });
-    await new Promise((r) => setTimeout(r, 400));
-    expect(hubReads()).toBe(before);
+    // Another label on the Namespace is not worth a reconcile. Marker: the Namespace informer has handled
+    // the change (it records the Namespace's tenancy, then requeues its resources or not, at once).
+    const term = (operator as unknown as { term: { tenancy: Map<string, string>; queue: { add(key: string): void } } }).term;
+    const handled: string[] = [];
+    const queued: string[] = [];
+    const set = term.tenancy.set.bind(term.tenancy);
+    const add = term.queue.add.bind(term.queue);
+    term.tenancy.set = (name, tenancy) => {
+      handled.push(name);
+      return set(name, tenancy);
+    };
+    term.queue.add = (key) => {
+      queued.push(key);
+      add(key);
+    };
+    try {
+      api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'relabelled-ns', labels: { 'svc.io/tenant': 'default', team: 'a' } } });
+      await until('the Namespace informer to handle the change', () => handled.includes('relabelled-ns'));
+      expect(queued.filter((key) => key.includes('/relabelled-ns/'))).toEqual([]);
+    } finally {
+      term.tenancy.set = set;
+      term.queue.add = add;
+    }
     // The resync is an hour here: only the Namespace watch can bring this.
     api.apply('namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'relabelled-ns', labels: { 'svc.io/tenant': 'globex', team: 'a' } } });
     await until('moved to globex', () => at()?.status?.tenant === 'globex', 10_000);
@@ -1008,9 +1025,14 @@ describe('status, ownership and conflicts', () => {
     const reconciles = () => api.requests.slice(mark).filter((r) => r.path.includes(`/connectors/${name}`));
     operator.resyncAll();
     await until('a retry or two of the stale reconcile', async () => (await hubGet(`/api/connectors/${name}`)).body && api.requests.length > mark + 2);
-    await new Promise((r) => setTimeout(r, 500));
+    // Marker: two more tries begun (each reads the Namespace first): what the tries before them wrote
+    // has landed. (A try that wrote and was done tries no more: the writes, checked below.)
+    const tries = () => api.requests.slice(mark).filter((r) => r.path === `/api/v1/namespaces/${NS}`).length;
+    const begun = tries();
+    const baseUrl = async () => ((await hubGet(`/api/connectors/${name}`)).body!.manifest as { spec: { base_url: string } }).spec.base_url;
+    await until('two more tries of the stale reconcile', async () => tries() >= begun + 2 || reconciles().some((r) => r.method !== 'GET') || (await baseUrl()) !== 'http://newer.example');
     expect(reconciles().filter((r) => r.method !== 'GET')).toEqual([]);
-    expect(((await hubGet(`/api/connectors/${name}`)).body!.manifest as { spec: { base_url: string } }).spec.base_url).toBe('http://newer.example');
+    expect(await baseUrl()).toBe('http://newer.example');
     expect(cond(name, 'Ready')).toMatchObject({ status: 'True', observedGeneration: 1 });
     // The resource's edit reaches this operator: generation 2 is applied (the same manifest) and reported.
     put(name, NS, { baseUrl: 'http://newer.example' });
@@ -1041,8 +1063,10 @@ describe('status, ownership and conflicts', () => {
       const mark = api.requests.length;
       operator.resyncAll();
       // Its reconcile reads the Namespace (the tenant) first.
-      await until('the stale copy reconciled', () => api.requests.slice(mark).some((r) => r.path === `/api/v1/namespaces/${NS}`));
-      await new Promise((r) => setTimeout(r, 600));
+      // Marker: a further try begun (each reads the Namespace first): what the try before it did in the
+      // hub is done. (A try that wrote and was done tries no more: the write, checked below.)
+      const tries = () => api.requests.slice(mark).filter((r) => r.path === `/api/v1/namespaces/${NS}`).length;
+      await until('the stale copy reconciled, and tried again', async () => tries() >= 2 || (await hubGet(`/api/connectors/${name}`)).status !== 404);
       expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
       expect((await hubGet(`/api/connectors/${name}`, otherTenant)).body).toEqual(moved);
     } finally {
