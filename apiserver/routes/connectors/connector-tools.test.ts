@@ -3,6 +3,7 @@ import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
 import { ownerClient } from '../../../test/harness/api-client.js';
 import { captureLogs } from '../../../test/harness/log-capture.js';
+import { until } from '../../../test/harness/until.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { type Receiver, startReceiver } from '../../../test/harness/receiver.js';
 
@@ -264,11 +265,7 @@ describe('a connector rate limit slower than the client waits', () => {
       client.abort();
       expect(await asked).toMatchObject({ name: 'AbortError' });
       // The request ends (its access line, 499) rather than holding its wait for the hour.
-      let line: Record<string, unknown> | undefined;
-      for (let i = 0; i < 400 && !line; i++) {
-        line = logs.lines().find((l) => l.msg === 'request' && l.path === '/api/connectors/patient/preflight');
-        if (!line) await new Promise((r) => setTimeout(r, 25));
-      }
+      const line = await until('the request\'s access line', () => logs.lines().find((l) => l.msg === 'request' && l.path === '/api/connectors/patient/preflight'));
       expect(line).toMatchObject({ status: 499 });
       expect(sent('patient', 'second')).toBe(0);
     } finally {
