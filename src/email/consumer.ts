@@ -80,7 +80,9 @@ const serverWaiting = lazyGauge({ name: 'svc_mail_server_waiting', help: 'Whethe
  * message's data passes the check: the waiting message is sent again after each check that passes.
  * One message is skipped for a silence (`suspect`): one that met it right after two checks found the
  * server answering, when the server then takes the next message (the consumer's probe) -- the
- * server takes mail, not that one, which would otherwise hold the later mail for ever. Kept per
+ * server takes mail, not that one, which would otherwise hold the later mail for ever. A probe that
+ * meets the server not answering too (the suspect may have crashed it) is sent first after the next
+ * check that passes: taken, the suspect is skipped without being sent again. Kept per
  * mailer (a replaced mailer starts afresh) in the process that runs the consumer.
  */
 class ServerGate {
@@ -88,6 +90,14 @@ class ServerGate {
 
   /** The last event whose send met the server not answering right after a check found it answering. */
   private silentAfterCheck: number | undefined;
+
+  /**
+   * A suspect event whose probe met the server not answering too, and its messages that met it:
+   * after the next check that passes, the probe is sent first (`probeFirst`). The suspect may have
+   * brought the server down (dropped the connection, crashed it) so that the probe sent right after
+   * it found the server still down: the probe sent on its own, to a server just checked, tells.
+   */
+  private unresolved: { eventId: number; silent: Silent[] } | undefined;
 
   constructor(private readonly backoffMs: number) {}
 
@@ -137,6 +147,23 @@ class ServerGate {
     if (this.silentAfterCheck === event.id) return true;
     this.silentAfterCheck = event.id;
     return false;
+  }
+
+  /** The suspect's probe met the server not answering (or an answer that tells nothing): it is sent first after the next check that passes. */
+  probeUnresolved(event: OutboxEvent, silent: Silent[]): void {
+    this.unresolved = { eventId: event.id, silent };
+  }
+
+  /**
+   * The messages of `event` that met the server not answering when it was suspect and its probe
+   * could not tell, once a check has just found the server answering (`afterCheck`): the consumer
+   * sends the probe first. Asked once: whatever that probe finds, the suspect then goes on as any.
+   */
+  probeFirst(event: OutboxEvent, afterCheck: boolean): Silent[] | undefined {
+    const unresolved = this.unresolved;
+    if (!afterCheck || unresolved?.eventId !== event.id) return undefined;
+    this.unresolved = undefined;
+    return unresolved.silent;
   }
 
   /** A send found the server not answering: the event's messages that met it and the later events wait (logged once, until it answers). */
@@ -308,11 +335,24 @@ export class EmailConsumer {
     // (its leadership handed over while it was sending) and the new leader, reading the event again
     // from the cursor, do not both send it.
     const leaseMs = (mailer.sendLimitMs ?? 0) + CLAIM_MARGIN_MS;
+    const unresolved = this.gate.probeFirst(event, afterCheck);
+    if (unresolved) {
+      // A suspect whose probe could not tell (the server down right after it): the probe first,
+      // to the server just checked. Taken: the suspect's messages are skipped, not sent again (a
+      // message that crashes the server would crash it once more). Not taken, or nothing to send:
+      // the suspect goes on as usual (sent again below, or both wait).
+      const told = await this.probe(mailer, event, leaseMs);
+      if (typeof told === 'number') return this.skipSuspect(event, unresolved, told, leaseMs);
+      if (told === null) throw new Postpone(this.gate.unavailable(mailer, event), `mail server ${mailer.server} not answering`);
+    }
     const { results, busyMs } = await this.attempt(mailer, event, due, leaseMs);
     const silent = results.filter((r) => r.silent);
     // Messages that met the server not answering wait (kept), unless they met it right after two
     // checks found it answering and the server takes the next message (ServerGate): then skipped.
-    const takenInstead = silent.length > 0 && this.gate.suspect(event, afterCheck) ? await this.probe(mailer, event, leaseMs) : undefined;
+    // A probe that met the server not answering too is sent first after the next check that passes.
+    const told = silent.length > 0 && this.gate.suspect(event, afterCheck) ? await this.probe(mailer, event, leaseMs) : undefined;
+    const takenInstead = typeof told === 'number' ? told : undefined;
+    if (told === null) this.gate.probeUnresolved(event, silent.map((r) => r.silent!));
     for (const r of silent) this.logSilent(event, r.silent!, takenInstead);
     const outcomes = await this.settle(event, results, takenInstead === undefined ? silent : []);
     if (silent.length > 0 && takenInstead === undefined) throw new Postpone(this.gate.unavailable(mailer, event), `mail server ${mailer.server} not answering`);
@@ -373,15 +413,27 @@ export class EmailConsumer {
   }
 
   /**
+   * Skips the suspect's messages that met the server not answering (`silent`, kept until now) as
+   * failed sends, the server having taken event `takenInstead`'s message instead: claimed and
+   * recorded `failed` without being sent again, each logged.
+   */
+  private async skipSuspect(event: OutboxEvent, silent: Silent[], takenInstead: number, leaseMs: number): Promise<EmailOutcome[]> {
+    const { claimed } = await this.db.withTenant(event.tenantId, (tx) => claimSends(tx, event, silent.map((s) => s.rule.id), this.token, leaseMs));
+    const skipped = silent.filter((s) => claimed.has(s.rule.id));
+    for (const s of skipped) this.logSilent(event, s, takenInstead);
+    return this.settle(event, skipped.map((s) => ({ ruleId: s.rule.id, outcome: 'failed' as const })), []);
+  }
+
+  /**
    * The probe for a suspect event (ServerGate): the next event after it, in outbox order, with a
    * message due and claimable (of an active tenant, among the next PROBE_AHEAD), has its messages
    * sent now, ahead of the cursor (recorded as usual: when the cursor reaches it, nothing is sent
-   * again). Returns its id when the server took one of them: it takes mail, not the suspect's. Else
-   * undefined: its messages met the server not answering too (kept: they wait with the rest), or
-   * failed with an answer, or no later event has one yet. Events whose messages did not reach the
-   * server (refused, throttled, sent already) are passed over for the next.
+   * again). Returns its id when the server took one of them: it takes mail, not the suspect's. Null:
+   * its messages met the server not answering too (kept: they wait with the rest), or failed with an
+   * answer. Undefined: no later event has one yet. Events whose messages did not reach the server
+   * (refused, throttled, sent already) are passed over for the next.
    */
-  private async probe(mailer: Mailer, suspect: OutboxEvent, leaseMs: number): Promise<number | undefined> {
+  private async probe(mailer: Mailer, suspect: OutboxEvent, leaseMs: number): Promise<number | null | undefined> {
     const { rows } = await this.db.crossTenantQuery<OutboxRow>(
       'outbox:email probe',
       `select e.id, e.tenant_id, e.type, e.payload, e.created_at, e.txid::text as txid
@@ -407,7 +459,7 @@ export class EmailConsumer {
         return results.some((r) => r.outcome === 'failed') ? null : undefined;
       });
       // A number: taken; null: the server met (silent, or an answer that tells nothing); undefined: not reached, the next.
-      if (told !== undefined) return told ?? undefined;
+      if (told !== undefined) return told;
     }
     return undefined;
   }

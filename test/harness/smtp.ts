@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mailparser, { type ParsedMail } from 'mailparser';
@@ -44,6 +44,18 @@ export interface TestSmtpServer {
   stallAt(stage: 'MAIL' | 'RCPT' | 'DATA' | undefined, onlyFor?: string): void;
   /** From now on `MAIL FROM` is answered `451 4.3.0 try again later` (true) or taken again (false). */
   deferMail(on: boolean): void;
+  /**
+   * From now on a message to `recipient` (any message: `'*'`) makes the server crash at the end of
+   * its data, before it is kept or answered: every connection is dropped and the port refuses
+   * connections until `restart()` (a supervisor starting it again); undefined: no more crashes.
+   */
+  crashOn(recipient: string | undefined): void;
+  /** Crashes so far. */
+  readonly crashes: number;
+  /** Whether the server is down after a crash (the port refusing connections). */
+  readonly down: boolean;
+  /** Listens again on the same port after a crash (nothing when it is not down). */
+  restart(): Promise<void>;
   /** `MAIL FROM` commands and `RCPT TO` commands received so far (answered or not). */
   readonly commands: { mail: number; rcpt: number };
   /** Resolves once `count` messages in all have arrived. */
@@ -72,6 +84,9 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
   let stalled: 'MAIL' | 'RCPT' | 'DATA' | undefined;
   let stalledFor: string | undefined;
   let deferred = false;
+  let crashFor: string | undefined;
+  let crashes = 0;
+  let down = false;
   const commands = { mail: 0, rcpt: 0 };
   const waiters: Array<() => void> = [];
   const server = new SMTPServer({
@@ -103,6 +118,13 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('error', callback);
       stream.on('end', () => {
+        if (crashFor !== undefined && session.envelope.rcptTo.some((r) => crashFor === '*' || r.address === crashFor)) {
+          crashes++;
+          down = true;
+          server.server.close();
+          for (const connection of server.connections) (connection as unknown as { _socket: Socket })._socket.destroy();
+          return;
+        }
         if (stalled === 'DATA' && (stalledFor === undefined || session.envelope.rcptTo.some((r) => r.address === stalledFor))) return;
         const raw = Buffer.concat(chunks);
         mailparser
@@ -145,6 +167,26 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
     deferMail(on) {
       deferred = on;
     },
+    crashOn(recipient) {
+      crashFor = recipient;
+    },
+    get crashes() {
+      return crashes;
+    },
+    get down() {
+      return down;
+    },
+    async restart() {
+      if (!down) return;
+      await new Promise<void>((resolve, reject) => {
+        server.server.once('error', reject);
+        server.server.listen(port, '127.0.0.1', () => {
+          server.server.off('error', reject);
+          resolve();
+        });
+      });
+      down = false;
+    },
     commands,
     async waitFor(count, ms = 5000) {
       const deadline = Date.now() + ms;
@@ -161,7 +203,7 @@ export async function startSmtpServer(options: SmtpServerOptions = {}): Promise<
       }
       return messages.slice(0, count);
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () => (down ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()))),
   };
 }
 
