@@ -283,11 +283,18 @@ describe('export runs to a destination that never answers', () => {
 
   // Last: it stops the hub.
   it('a hub that stops fails its streaming runs interrupted as the stop begins, not after the grace given to requests', async () => {
+    // B's two slots are taken (other-hang, ghost-check), and the process's third by A: B's runs are
+    // cancelled first, or the run would only wait for a slot, and the stop would fail a waiting run,
+    // not a streaming one (A's two slots stay taken: none of its runs takes a slot freed here).
+    const { rows: running } = await owner.query<{ id: string; name: string }>("select id, export_name as name from exports.runs where tenant_id = $1 and status = 'Running'", [B]);
+    for (const { id, name } of running) expect((await clients[B]!.post(`/api/exports/${name}/runs/${id}/cancel`)).status).toBe(202);
+    await until("B's runs to end", async () => (await owner.query("select 1 from exports.runs where tenant_id = $1 and status = 'Running'", [B])).rows.length === 0, 5_000);
     expect((await clients[B]!.post('/api/exports/apply', manifests('at-stop').exp)).status).toBe(201);
     const started = await clients[B]!.post('/api/exports/at-stop/runs');
     expect(started.status).toBe(202);
     const id = (started.body as { runId: string }).runId;
-    await until('the run to stream (its connection accepted)', async () => silent.accepted() > 0 && (await owner.query("select 1 from pg_stat_activity where datname = current_database() and query ilike '%copy%'")).rows.length > 0);
+    // Its own request at the endpoint (the names of the runs before it are there already).
+    await until('the run to stream (its request at the endpoint)', () => silent.received().includes('at-stop.csv'), { timeoutMs: 5_000, detail: () => silent.received() });
     // A request that never ends (its body never does): the server waits the whole grace (4 s) for it.
     const { request } = await import('node:http');
     const held = request(`${hub.url}/api/platform/secrets`, { method: 'POST', headers: { 'X-Tenant-ID': String(B), 'content-type': 'application/json', 'transfer-encoding': 'chunked', expect: '100-continue' } });
