@@ -240,15 +240,20 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
         }
         tasks.push({ index, p, when });
       }
-      // CPU time, not wall-clock time: a machine busy with other work does not spend the budget.
-      const timed = <T>(run: () => T): T => {
+      // CPU time, not wall-clock time: a machine busy with other work does not spend the budget. A
+      // run stopped for time counts whatever its CPU: it is costly by definition, and on a machine
+      // busy with other work it may have had less CPU than COSTLY_RUN_MS in its 50 ms (uncounted, a
+      // costly condition would then never spend the budget).
+      const timed = <T>(run: () => T, stopped: (result: T) => boolean): T => {
         const started = process.cpuUsage();
+        let result: T | undefined;
         try {
-          return run();
+          result = run();
+          return result;
         } finally {
           const used = process.cpuUsage(started);
           const ms = (used.user + used.system) / 1000;
-          if (ms >= costlyRunMs) {
+          if (ms >= costlyRunMs || (result !== undefined && stopped(result))) {
             spend.ms += ms;
             budgets.spend(event.tenantId, ms);
           }
@@ -279,13 +284,14 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
         }
         // The remaining conditions in one bounded run; a stop names the one then running.
         const rest = tasks.slice(next);
-        const run = timed(() => evaluateWhens(rest.map((t) => ({ when: t.when, input })), timeoutMs));
+        const run = timed(() => evaluateWhens(rest.map((t) => ({ when: t.when, input })), timeoutMs), (r) => r.stopped);
         for (const outcome of run.outcomes) record(tasks[next++]!, outcome);
         if (!run.stopped) continue;
         // Stopped: run it again alone. It counts as stopped once already when it ran first, so had
         // the whole bound to itself.
         const task = tasks[next++]!;
-        const outcome = await evaluateRetryingTimeouts(() => timed(() => evaluateWhen(task.when, input, timeoutMs)), {
+        const alone = () => timed(() => evaluateWhen(task.when, input, timeoutMs), (o) => 'error' in o && o.timedOut);
+        const outcome = await evaluateRetryingTimeouts(alone, {
           stops: run.outcomes.length === 0 ? 1 : 0,
           timeoutMs,
           mayRun,
