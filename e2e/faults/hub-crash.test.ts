@@ -16,6 +16,11 @@ import { type HubProcess, killAll, startHubProcess } from './processes.js';
  */
 
 const H = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+/**
+ * A guard against a hang only: each case starts two hubs on a new database (migrations included)
+ * and waits on events; 49 to 83 s at a load of 12 on two cores, past 120 s at 18.
+ */
+const TEST_MS = 300_000;
 /** Short clocks so that the sweeps and leases of the restarted hub act within the test. */
 const CLOCKS = {
   SVC_CONNECTORS_HEARTBEAT_EVERY: '300ms',
@@ -49,6 +54,17 @@ async function database(): Promise<{ url: string; owner: pg.Client }> {
   await owner.connect();
   owners.push(owner);
   return { url, owner };
+}
+
+/**
+ * After a kill: until the database has ended every connection of the killed hub (a statement it sent
+ * just before, a COMMIT say, still runs to its end first): what is counted then no longer changes.
+ */
+async function settled(owner: pg.Client): Promise<void> {
+  await until('the killed hub\'s database connections to end', async () => {
+    const { rows } = await owner.query("select count(*)::int as n from pg_stat_activity where datname = current_database() and backend_type = 'client backend' and pid <> pg_backend_pid()");
+    return rows[0].n === 0;
+  }, { timeoutMs: 20_000 });
 }
 
 async function call(hub: HubProcess, method: string, path: string, body?: unknown): Promise<{ status: number; json: unknown }> {
@@ -99,6 +115,7 @@ describe('kill -9 of the hub', () => {
     await until('rows to be committed by the run', async () => (await owner.query('select count(*)::int as n from ext_t1.crash_partners').catch(() => ({ rows: [{ n: 0 }] }))).rows[0].n > 0, { timeoutMs: 20_000 });
 
     await first.crash();
+    await settled(owner);
     const before = (await owner.query('select count(*)::int as n, count(distinct external_id)::int as ids from ext_t1.crash_partners')).rows[0];
     expect(before.n).toBeLessThan(2400); // it was killed mid-way
     expect(before.ids).toBe(before.n);
@@ -129,7 +146,7 @@ describe('kill -9 of the hub', () => {
     const full = (await owner.query('select count(*)::int as n, count(distinct external_id)::int as ids from ext_t1.crash_partners')).rows[0];
     expect(full).toEqual({ n: 2400, ids: 2400 });
     await second.stop();
-  }, 120_000);
+  }, TEST_MS);
 
   it('mid delivery and mid outbox consumer: every event arrives, and only those in flight at the kill may arrive twice', async () => {
     const { url, owner } = await database();
@@ -150,6 +167,11 @@ describe('kill -9 of the hub', () => {
     // Killed while the consumer is part-way through the outbox and attempts are in flight.
     await until('some deliveries to arrive', () => receiver.on('/crash').length >= 10, { timeoutMs: 20_000 });
     await first.crash();
+    // Requests the killed hub had sent may still be unread by the receiver (a loaded machine): what
+    // arrived is known once each of its connections has closed, read to the end; what it recorded,
+    // once the database has ended its connections.
+    await until('the receiver to read what the killed hub sent', () => receiver.connections() === 0, { timeoutMs: 20_000 });
+    await settled(owner);
     const arrivedBefore = new Set(receiver.on('/crash').map((r) => String(r.headers['x-svc-event-id'])));
     const recorded = new Set(
       (await owner.query(`select d.event_id::text from hub.deliveries d join hub.integrations i on i.id = d.integration_id where i.name = 'crash' and d.succeeded`)).rows.map((r) => r.event_id as string),
@@ -175,5 +197,5 @@ describe('kill -9 of the hub', () => {
     }, { timeoutMs: 20_000 });
     expect(outcomes).toBe(EVENTS);
     await second.stop();
-  }, 120_000);
+  }, TEST_MS);
 });

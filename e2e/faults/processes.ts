@@ -22,6 +22,9 @@ export interface HubProcess {
 
 const running = new Set<HubProcess>();
 
+/** How long a starting process may write nothing and not be ready before its start counts as stuck. */
+const STALL_MS = 60_000;
+
 /**
  * Starts `svc-hub <role>` on `databaseUrl` with `env` (property environment forms) and waits until it is ready.
  * Without `databaseUrl` the hub runs its embedded PostgreSQL (`SVC_DATA_DIR` in `env`), as a single-node operator runs it.
@@ -45,9 +48,20 @@ export async function startHubProcess(role: 'all' | 'serve' | 'dispatch', databa
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (d) => (output += d));
-  child.stderr!.on('data', (d) => (output += d));
-  const exited = new Promise<number>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 128 : -1))));
+  let wroteAt = Date.now();
+  const written = (d: Buffer) => {
+    output += d;
+    wroteAt = Date.now();
+  };
+  child.stdout!.on('data', written);
+  child.stderr!.on('data', written);
+  let exitCode: number | undefined;
+  const exited = new Promise<number>((resolve) =>
+    child.on('exit', (code, signal) => {
+      exitCode = code ?? (signal ? 128 : -1);
+      resolve(exitCode);
+    }),
+  );
   const hub: HubProcess = {
     child,
     url: `http://127.0.0.1:${port}`,
@@ -67,11 +81,18 @@ export async function startHubProcess(role: 'all' | 'serve' | 'dispatch', databa
   };
   running.add(hub);
   if (waitReady) {
-    await until(`svc-hub ${role} to be ready`, async () => (await fetch(`${hub.url}/q/health/ready`).catch(() => undefined))?.status === 200, {
-      timeoutMs: 60_000,
-      everyMs: 100,
-      detail: () => output.slice(-2000),
-    });
+    // No bound of its own on the whole start, which a loaded machine stretches past a minute (the
+    // migrations of a new database): it fails when the process exits, or stops writing (its log
+    // shows each migration and start step) for STALL_MS without being ready.
+    await until(
+      `svc-hub ${role} to be ready`,
+      async () => {
+        if (exitCode !== undefined) throw new Error(`svc-hub ${role} exited (${exitCode}) before it was ready; ${output.slice(-2000)}`);
+        if (Date.now() - wroteAt > STALL_MS) throw new Error(`svc-hub ${role} wrote nothing for ${STALL_MS} ms and is not ready; ${output.slice(-2000)}`);
+        return (await fetch(`${hub.url}/q/health/ready`).catch(() => undefined))?.status === 200;
+      },
+      { timeoutMs: Number.POSITIVE_INFINITY, everyMs: 100 },
+    );
   }
   return hub;
 }

@@ -28,6 +28,8 @@ export interface Receiver {
   /** Waits until `count` requests reached `path` (or any path when undefined). */
   waitFor(count: number, path?: string, timeoutMs?: number): Promise<Received[]>;
   behave: (path: string, received: Received) => Behaviour;
+  /** Connections open now (a peer killed: its connections close once the receiver has read what it sent). */
+  connections(): number;
   close(): Promise<void>;
 }
 
@@ -50,6 +52,7 @@ export async function startReceiver(behave: (path: string, received: Received) =
         await new Promise((r) => setTimeout(r, 20));
       }
     },
+    connections: () => sockets.size,
     close: () =>
       new Promise<void>((resolve) => {
         for (const timer of delayed) clearTimeout(timer);
