@@ -149,7 +149,7 @@ async function main(): Promise<void> {
     await fill(owner);
     log(`filled ext.bench_crm and ext.bench_erp (${ROWS.toLocaleString('en-US')} + ${(ROWS + ROWS / 100).toLocaleString('en-US')} rows) in ${round((performance.now() - filled) / 1000)} s`);
     const { db } = hub.services;
-    await hub.services.entities.apply(TENANT, MANIFEST, 'bench');
+    await hub.services.entities.apply(TENANT, undefined, MANIFEST, 'bench');
     const entity = (await db.withTenant(TENANT, (tx) => loadEntity(tx, 'partner')))!;
     const joinSql = fusedRelationSql(TENANT, entity);
     const unionSql = unionGroupBySql(entity);

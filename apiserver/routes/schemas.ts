@@ -36,3 +36,12 @@ export function refusals(platform: boolean): Record<number, ResponseDecl> {
         403: { description: `An empty body when a required role is missing, or \`{tid}\` is not the caller's tenant; ${TENANT_REFUSED}`, schema: errorBody },
       };
 }
+
+/**
+ * `refusals`, its 403 adding the refusal of a scope-bound caller outside their grants (`needs`: what
+ * the write needs them to hold), JSON `{"error": "scope not granted"}`.
+ */
+export function scopeRefusals(platform: boolean, needs: string): Record<number, ResponseDecl> {
+  const floor = refusals(platform);
+  return { ...floor, 403: { ...floor[403]!, description: `${floor[403]!.description}; or JSON \`{"error": "scope not granted"}\`: a scope-bound caller does not hold ${needs} (docs/admin.md, "Scopes")` } };
+}

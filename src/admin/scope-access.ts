@@ -22,6 +22,9 @@ export interface ScopeAccess {
   defaultScope: string;
 }
 
+/** Whose scope access a call has: the principal's hub user (undefined: no user, unbound). */
+export type Caller = Pick<Principal, 'userId'> | undefined;
+
 /** The longest default scope stored. */
 const MAX_SCOPE_LENGTH = 200;
 
@@ -118,4 +121,22 @@ export function resolveScope(requested: string | undefined, access: ScopeAccess,
   if (!scope || scope === ALL_SCOPES) return allowed ? { allowed } : {};
   if (access.bound && !access.granted.includes(scope)) throw new ScopeNotGranted();
   return allowed ? { scope, allowed } : { scope };
+}
+
+/**
+ * Whether the caller may write (apply, delete, run, purge) a definition of these scopes: an unbound
+ * caller any; a scope-bound one only a definition that names at least one scope, each granted (one
+ * naming none holds data outside every scope: its chunks are untagged, invisible to them).
+ */
+export function holdsEvery(access: ScopeAccess, scopes: readonly string[]): boolean {
+  return !access.bound || (scopes.length > 0 && scopes.every((s) => access.granted.includes(s)));
+}
+
+/**
+ * 403 `scope not granted` unless the caller holds every scope of each list (holdsEvery): a write's
+ * definition as it was stored and as it will be, so that a scope-bound caller can neither take
+ * another domain's definition into their scopes nor move one of theirs into another's.
+ */
+export function requireEvery(access: ScopeAccess, ...lists: ReadonlyArray<readonly string[]>): void {
+  if (!lists.every((scopes) => holdsEvery(access, scopes))) throw new ScopeNotGranted();
 }

@@ -2,7 +2,9 @@ import { setImmediate as turn } from 'node:timers/promises';
 import { type Options, Parser } from 'csv-parse';
 import type { Tx } from '../db/database.js';
 import { csvSourceId, stableUuid } from './csv-source.js';
+import { type Caller, requireEvery, scopeAccess } from '../admin/scope-access.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import { requireTableWriters } from './target/writers.js';
 import { pieceEnd } from '../validation/input-limits.js';
 import { connectorLabel, csvBytesReadTotal, csvOpenTotal } from './metrics.js';
 import type { ConnectorRunner, PageReader } from './runner.js';
@@ -125,6 +127,7 @@ export async function ingestCsv(
   findConnectorId: (tx: Tx, name: string) => Promise<string | undefined>,
   withTenant: <T>(fn: (tx: Tx) => Promise<T>) => Promise<T>,
   request: CsvIngestRequest,
+  caller?: Caller,
 ): Promise<RunRecord> {
   const table = request.table.startsWith('ext.') ? request.table : `ext.${request.table}`;
   if (!extTableName(table)) throw new ValidationError('table must be a lower-case identifier (letters, digits, underscores), optionally prefixed ext.', 'table');
@@ -219,8 +222,16 @@ export async function ingestCsv(
       if (items.length > 0) yield { number: ++number, items };
     },
   };
+  // In the transaction recording the run: a scope-bound caller ingests only under a stored connector
+  // whose scopes they hold (a CSV source with no manifest has none), into a table whose other writers'
+  // scopes they hold.
+  const admit = (id: string) => async (tx: Tx, scopes: readonly string[]) => {
+    const access = await scopeAccess(tx, caller);
+    requireEvery(access, scopes);
+    await requireTableWriters(tx, access, [table], { except: id });
+  };
   const trigger = (id: string, connectorStored: boolean) =>
-    runner.trigger(tenantId, connectorOf(id), { triggeredBy: request.triggeredBy, emitsRowChanges: true, reader, connectorStored });
+    runner.trigger(tenantId, connectorOf(id), { triggeredBy: request.triggeredBy, emitsRowChanges: true, reader, connectorStored, admit: admit(id) });
   // The rows of a stored connector carry its id (its delete removes them); those of a name no connector
   // has, a stable id of the name. A connector found stored whose delete commits before the run is
   // recorded (the trigger waits for it: ConnectorRunner.trigger) is gone: the rows are the name's.

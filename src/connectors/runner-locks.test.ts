@@ -144,7 +144,7 @@ describe('a CSV ingest naming a connector being deleted', () => {
     await hold.held;
 
     let ended = false;
-    const ingested = outcome(hub.services.connectors.runs.ingestCsv(1, { connector: 'crm', table: 'rl_contacts', key: 'id', csv: 'id,name\nc1,Ada\n', triggeredBy: 'csv:test' }).then((run) => run.status), true).finally(() => {
+    const ingested = outcome(hub.services.connectors.runs.ingestCsv(1, undefined, { connector: 'crm', table: 'rl_contacts', key: 'id', csv: 'id,name\nc1,Ada\n', triggeredBy: 'csv:test' }).then((run) => run.status), true).finally(() => {
       ended = true;
     });
     await untilEndedOrWaiting(owner, () => ended, 'the ingest');

@@ -90,6 +90,12 @@ export interface TriggerOptions {
    * refusing the trigger (409). The scheduler's runs: its claim read the connector before.
    */
   leaveOutRemoved?: boolean;
+  /**
+   * Run in the transaction that records the runs, once the connector's row is locked and before
+   * anything is recorded, with the scopes of the connector as stored then (none for a CSV source
+   * with no manifest): refuses the trigger by throwing (a scope-bound caller outside them).
+   */
+  admit?: (tx: Tx, storedScopes: readonly string[]) => Promise<void>;
 }
 
 export interface Triggered {
@@ -296,6 +302,7 @@ export class ConnectorRunner {
           );
         }
       }
+      if (options.admit) await options.admit(tx, row ? row.spec.scopes : []);
       const running = await runInFlight(tx, uuidsOf(endpoints));
       if (running) throw inFlightError(connector.name, running);
       const created: Array<{ run: RunRecord; endpoint: EndpointSpec }> = [];

@@ -39,6 +39,8 @@ export interface ApplyResult {
   /** The manifest was the one stored: nothing was written (sameManifest). */
   unchanged: boolean;
   warnings: Issue[];
+  /** The scopes of the connector this apply replaced (undefined for a new name). */
+  replacedScopes?: string[];
 }
 
 /** One endpoint as the list and read paths show it. */
@@ -109,9 +111,10 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const first = check.errors[0];
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;
-  const { rows: stored } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1`, [draft.name]);
+  // Locked as the upsert below would lock it: the connector replaced is the one read (replacedScopes).
+  const { rows: stored } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1 for no key update`, [draft.name]);
   if (stored[0] && unchangedApply({ manifest: stored[0].manifest, normalised: stored[0].spec }, manifest, storedFormOf(draft, stored[0]))) {
-    return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteTypeConflicts(tx, draft))] };
+    return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteTypeConflicts(tx, draft))], replacedScopes: stored[0].scopes };
   }
   await takeTenantPlace(tx, { table: 'connectors.connectors', noun: 'connector', plural: 'connectors', max: MAX_CONNECTORS_PER_TENANT }, draft.name);
 
@@ -165,7 +168,13 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const connector: ConnectorSpec = { ...draft, id, tenantId, endpoints };
   await tx.query('update connectors.connectors set spec = $2 where id = $1', [id, JSON.stringify(connector)]);
   if (!created) await retagChunks(tx, id, draft.scopes);
-  return { connector, created, unchanged: false, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))] };
+  return {
+    connector,
+    created,
+    unchanged: false,
+    warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))],
+    replacedScopes: stored[0]?.scopes,
+  };
 }
 
 /** The spec `applyConnector` would store for `draft` over the connector stored (its id, its endpoints' UUIDs kept). */
@@ -436,6 +445,12 @@ function redactSpec(spec: ConnectorSpec): ConnectorSpec {
  * own lock on the table, was a deadlock (40P01, the purge a 503). It also waits for a trigger
  * recording runs of the connector (ConnectorRunner.trigger locks the row `for share`).
  */
+/** The scopes of the stored connector of that name, its row locked as a delete locks it (lockConnector); undefined when there is none. */
+export async function lockedConnectorScopes(tx: Tx, name: string): Promise<string[] | undefined> {
+  const { rows } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where name = $1 for update', [name]);
+  return rows[0]?.scopes;
+}
+
 async function lockConnector(tx: Tx, name: string): Promise<string | undefined> {
   const { rows } = await tx.query<{ id: string }>('select id from connectors.connectors where name = $1 for update', [name]);
   return rows[0]?.id;

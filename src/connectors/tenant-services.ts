@@ -2,6 +2,7 @@ import type { Database, TenantId, Tx } from '../db/database.js';
 import type { JsonText } from '../db/json-text.js';
 import type { Page, PageRequest } from '../db/keyset.js';
 import type { EgressPolicy } from '../egress/policy.js';
+import { type Caller, requireEvery, scopeAccess } from '../admin/scope-access.js';
 import { NotFoundError } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
@@ -10,18 +11,37 @@ import { connectorIdsOf, type DeadLetter, discard, erase, getDeadLetter, listDea
 import { getRun, listRunsJson, requestCancel, type RunFilter, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
-import { type ApplyResult, type ConnectorDetail, applyConnector, deleteConnectorOrSource, getConnector, listConnectorsJson, loadConnector, promoteTypeConflicts, purgeEndpoint, resetCursor, targetChanges } from './store.js';
+import {
+  type ApplyResult,
+  type ConnectorDetail,
+  applyConnector,
+  deleteConnectorOrSource,
+  deleteCsvSource,
+  getConnector,
+  listConnectorsJson,
+  loadConnector,
+  lockedConnectorScopes,
+  promoteTypeConflicts,
+  purgeEndpoint,
+  resetCursor,
+  targetChanges,
+} from './store.js';
+import { requireTableWriters } from './target/writers.js';
+import type { Triggered } from './runner.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
  * What the connector area does for one tenant's callers (the HTTP API, `svc-hub run`): each method
- * takes the tenant and opens its own transaction in it (row-level security).
+ * takes the tenant and opens its own transaction in it (row-level security). The writes take the
+ * caller too: a scope-bound caller (src/admin/scope-access.ts) writes only connectors every scope of
+ * which they hold, as stored and as applied, and only over tables whose other writers they hold
+ * (target/writers.ts); 403 `scope not granted` otherwise, nothing written.
  */
 export interface ConnectorTenantServices {
   /** The stored connector of that name, undefined when there is none. */
   byName(tenantId: TenantId, name: string): Promise<ConnectorSpec | undefined>;
   manifests: {
-    apply(tenantId: TenantId, manifest: unknown, actor: string): Promise<ApplyResult>;
+    apply(tenantId: TenantId, caller: Caller, manifest: unknown, actor: string): Promise<ApplyResult>;
     /**
      * Every error and warning of a manifest, those of its endpoints' stored rows included (an
      * endpoint changing its unique_key or table over rows: store.ts targetChanges); writes nothing.
@@ -32,9 +52,9 @@ export interface ConnectorTenantServices {
     /** 404 when unknown. */
     get(tenantId: TenantId, name: string): Promise<ConnectorDetail>;
     /** 404 when unknown. */
-    remove(tenantId: TenantId, name: string): Promise<void>;
-    resetCursor(tenantId: TenantId, name: string, endpointId: string): Promise<void>;
-    purgeEndpoint(tenantId: TenantId, name: string, endpointId: string): Promise<void>;
+    remove(tenantId: TenantId, caller: Caller, name: string): Promise<void>;
+    resetCursor(tenantId: TenantId, caller: Caller, name: string, endpointId: string): Promise<void>;
+    purgeEndpoint(tenantId: TenantId, caller: Caller, name: string, endpointId: string): Promise<void>;
   };
   runs: {
     /** A page of the runs, newest first, as the answer's JSON text; with `connector` (a name or an id), only its runs. */
@@ -46,8 +66,10 @@ export interface ConnectorTenantServices {
      * already over.
      */
     cancel(tenantId: TenantId, id: string): Promise<RunRecord>;
+    /** Runs of the stored connector of that name (ConnectorRunner.trigger); 404 when unknown. */
+    start(tenantId: number, caller: Caller, name: string, options: { endpoint?: string; triggeredBy: string }): Promise<Triggered>;
     /** One run upserting a CSV body into `ext.<table>` (csv-ingest.ts). */
-    ingestCsv(tenantId: number, request: CsvIngestRequest): Promise<RunRecord>;
+    ingestCsv(tenantId: number, caller: Caller, request: CsvIngestRequest): Promise<RunRecord>;
   };
   deadLetters: {
     /** `run` wins over `connector` (a name or id); an unknown connector has none. */
@@ -59,6 +81,14 @@ export interface ConnectorTenantServices {
   };
   /** The source row behind a citation row hash, flattened to strings. */
   rowByHash(tenantId: TenantId, hash: string): Promise<Record<string, string>>;
+}
+
+/** 403 `scope not granted` unless the caller holds every scope of the stored connector of that name (locked); nothing when there is none (the write's own 404 follows). */
+async function requireConnectorScopes(tx: Tx, caller: Caller, name: string): Promise<void> {
+  const access = await scopeAccess(tx, caller);
+  if (!access.bound) return;
+  const scopes = await lockedConnectorScopes(tx, name);
+  if (scopes !== undefined) requireEvery(access, scopes);
 }
 
 /** How a run whose process died is told and ended (src/connectors/services.ts): the interrupted-run sweep's rule and event. */
@@ -78,7 +108,15 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
   return {
     byName: (t, name) => db.readWithTenant(t, (tx) => loadConnector(tx, name)),
     manifests: {
-      apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyConnector(tx, manifest, { actor, inlineCredentials, egress })),
+      apply: (t, caller, manifest, actor) =>
+        db.withTenant(t, async (tx) => {
+          const result = await applyConnector(tx, manifest, { actor, inlineCredentials, egress });
+          // Checked after the apply, in its transaction (a refusal rolls it back): the connector it replaced is read there, locked.
+          const access = await scopeAccess(tx, caller);
+          requireEvery(access, result.connector.scopes, result.replacedScopes ?? result.connector.scopes);
+          await requireTableWriters(tx, access, result.connector.endpoints.map((e) => e.target.table), { except: result.connector.id });
+          return result;
+        }),
       check: async (t, manifest) => {
         const check = checkManifest(manifest, { inlineCredentials, egress });
         const draft = check.connector;
@@ -92,12 +130,29 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         if (!found) throw new NotFoundError(`connector ${name} not found`);
         return found;
       },
-      remove: async (t, name) => {
-        const deleted = await db.withTenant(t, (tx) => deleteConnectorOrSource(tx, name));
+      remove: async (t, caller, name) => {
+        const deleted = await db.withTenant(t, async (tx) => {
+          const access = await scopeAccess(tx, caller);
+          if (access.bound) {
+            const scopes = await lockedConnectorScopes(tx, name);
+            // A CSV source with no manifest has no scope: 404 when there is none either.
+            if (scopes === undefined && !(await deleteCsvSource(tx, name))) return false;
+            requireEvery(access, scopes ?? []);
+          }
+          return deleteConnectorOrSource(tx, name);
+        });
         if (!deleted) throw new NotFoundError(`connector ${name} not found`);
       },
-      resetCursor: (t, name, endpointId) => db.withTenant(t, (tx) => resetCursor(tx, name, endpointId)),
-      purgeEndpoint: (t, name, endpointId) => db.withTenant(t, (tx) => purgeEndpoint(tx, name, endpointId)),
+      resetCursor: (t, caller, name, endpointId) =>
+        db.withTenant(t, async (tx) => {
+          await requireConnectorScopes(tx, caller, name);
+          await resetCursor(tx, name, endpointId);
+        }),
+      purgeEndpoint: (t, caller, name, endpointId) =>
+        db.withTenant(t, async (tx) => {
+          await requireConnectorScopes(tx, caller, name);
+          await purgeEndpoint(tx, name, endpointId);
+        }),
     },
     runs: {
       list: (t, page, filter) => db.readWithTenant(t, (tx) => listRunsJson(tx, page, filter)),
@@ -116,8 +171,14 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         runner.cancel(id);
         return run;
       },
-      ingestCsv: (t, request) =>
-        ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request),
+      start: async (t, caller, name, options) => {
+        const connector = await db.readWithTenant(t, (tx) => loadConnector(tx, name));
+        if (!connector) throw new NotFoundError(`connector ${name} not found`);
+        // The scopes as stored when the runs are recorded (a re-apply meanwhile included).
+        return runner.trigger(t, connector, { ...options, admit: async (tx, scopes) => requireEvery(await scopeAccess(tx, caller), scopes) });
+      },
+      ingestCsv: (t, caller, request) =>
+        ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request, caller),
     },
     deadLetters: {
       list: (t, page, query) =>

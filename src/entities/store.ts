@@ -22,6 +22,8 @@ export interface ApplyResult {
   /** The manifest was the one stored, normalised as stored: nothing was written (unchangedApply). */
   unchanged: boolean;
   warnings: Issue[];
+  /** The scopes of the entity this apply replaced (undefined for a new name). */
+  replacedScopes?: string[];
 }
 
 /** One entity as the list shows it. */
@@ -69,9 +71,15 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
   if (first || !check.entity) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.entity;
   const warnings = [...check.warnings, ...(await checkSources(tx, draft))];
-  const { rows: held } = await tx.query<{ id: string; manifest: unknown; spec: unknown }>('select id, manifest, spec from entities.entities where name = lower($1)', [draft.name]);
+  // Locked as the upsert below would lock it: the entity replaced is the one read (replacedScopes).
+  const { rows: held } = await tx.query<{ id: string; manifest: unknown; spec: unknown; scopes: string[] }>(
+    'select id, manifest, spec, scopes from entities.entities where name = lower($1) for no key update',
+    [draft.name],
+  );
   const stored = held[0];
-  if (stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, draft)) return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings };
+  if (stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, draft)) {
+    return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings, replacedScopes: stored.scopes };
+  }
   await takeTenantPlace(tx, { table: 'entities.entities', noun: 'entity', plural: 'entities', max: MAX_ENTITIES_PER_TENANT }, draft.name);
 
   const { rows } = await tx.query<{ id: string; created: boolean }>(
@@ -84,7 +92,7 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
     [draft.name, draft.scopes, draft.key, JSON.stringify(manifest), JSON.stringify(draft), opts.actor ?? null],
   );
   const { id, created } = rows[0]!;
-  return { entity: { id, ...draft }, created, unchanged: false, warnings };
+  return { entity: { id, ...draft }, created, unchanged: false, warnings, replacedScopes: stored?.scopes };
 }
 
 /**
@@ -185,6 +193,12 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ id: string
 }
 
 /** Deletes an entity (nothing else depends on it in the database); false when there is no such name. */
+/** The scopes of the stored entity of that name, its row locked for the delete; undefined when there is none. */
+export async function lockedEntityScopes(tx: Tx, name: string): Promise<string[] | undefined> {
+  const { rows } = await tx.query<{ scopes: string[] }>('select scopes from entities.entities where name = lower($1) for update', [name]);
+  return rows[0]?.scopes;
+}
+
 export async function deleteEntity(tx: Tx, name: string): Promise<boolean> {
   const { rowCount } = await tx.query('delete from entities.entities where name = lower($1)', [name]);
   return (rowCount ?? 0) > 0;

@@ -1,11 +1,11 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { csvPieces } from '../../../src/connectors/csv-ingest.js';
-import { NotFoundError, ValidationError } from '../../../src/errors.js';
+import { ValidationError } from '../../../src/errors.js';
 import { route, type RouteDecl } from '../../route.js';
 import { declaredCharset } from '../../router.js';
 import { runSchema } from './runs.js';
-import { errorBody, refusals } from '../schemas.js';
-import { connectorNameParam, endpointIdProperty } from './connectors.js';
+import { errorBody, scopeRefusals } from '../schemas.js';
+import { CONNECTOR_SCOPES, connectorNameParam, endpointIdProperty } from './connectors.js';
 
 export const connectorRunRoutes: RouteDecl[] = [
   route({
@@ -36,14 +36,10 @@ export const connectorRunRoutes: RouteDecl[] = [
           '`connector NAME has no enabled endpoint: every endpoint of it is disabled (enabled: false in its manifest); no run was started`: asked for all its endpoints, none is enabled (in the connector as applied when the runs were to be recorded)',
         schema: errorBody,
       },
-      ...refusals(false),
+      ...scopeRefusals(false, CONNECTOR_SCOPES),
     },
     handler: async ({ services, principal, params, body, ctx }) => {
-      const tenantId = callerTenant(principal);
-      const connector = await services.connectors.byName(tenantId, params.name);
-      if (!connector) throw new NotFoundError(`connector ${params.name} not found`);
-      const endpoint = body?.endpoint;
-      const triggered = await services.connectors.runner.trigger(tenantId, connector, { endpoint, triggeredBy: `manual:${actor(principal)}` });
+      const triggered = await services.connectors.runs.start(callerTenant(principal), principal, params.name, { endpoint: body?.endpoint, triggeredBy: `manual:${actor(principal)}` });
       triggered.done.catch(() => undefined); // every outcome is recorded on the run itself
       ctx.status = 202;
       return { runs: triggered.runs };
@@ -66,7 +62,7 @@ export const connectorRunRoutes: RouteDecl[] = [
       200: { description: 'The run', schema: runSchema },
       400: { description: 'Bad CSV, table or key', schema: errorBody },
       409: { description: 'An ingest into the same connector and table is in flight: `{error, hint}` naming its run', schema: errorBody },
-      ...refusals(true),
+      ...scopeRefusals(true, 'every scope of the connector named (a CSV source of no manifest has none), and of every other connector writing the table'),
     },
     handler: ({ services, principal, query, body, ctx, streamed }) => {
       const tenantId = callerTenant(principal);
@@ -78,7 +74,7 @@ export const connectorRunRoutes: RouteDecl[] = [
       if (typeof body !== 'string' || csvPieces(csv).every((piece) => piece.trim() === '')) {
         throw new ValidationError('body must be CSV text with a header line', 'body');
       }
-      return services.connectors.runs.ingestCsv(tenantId, {
+      return services.connectors.runs.ingestCsv(tenantId, principal, {
         connector: query.connector,
         table: query.table,
         key: query.key,

@@ -2,7 +2,7 @@ import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { connectorManifestSchema, ENDPOINT_ID_MAX_LENGTH, NAME_MAX_LENGTH } from '../../../src/connectors/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { appliedAnswer, applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies, manifestIssue } from '../manifest-routes.js';
-import { errorBody, refusals } from '../schemas.js';
+import { errorBody, refusals, scopeRefusals } from '../schemas.js';
 
 /**
  * Connector manifests (CONTRACTS.md section 4): apply, validate, list, read, delete, reset a cursor,
@@ -81,6 +81,10 @@ const endpointParams = {
 } as const;
 
 
+/** What a scope-bound caller must hold to write a connector (docs/admin.md, "Scopes"). */
+export const CONNECTOR_SCOPES = 'every scope of the connector (one of no scope: none holds it)';
+const CONNECTOR_AND_TABLES = 'every scope of the manifest and of the connector it replaces, and of every other connector writing one of its target tables';
+
 const notFound = (text: string) => ({ 404: { description: text, schema: errorBody } });
 
 export const connectorRoutes: RouteDecl[] = [
@@ -89,9 +93,9 @@ export const connectorRoutes: RouteDecl[] = [
     auth: ['svc_integrator', 'svc_admin'],
     description: 'YAML or JSON. 201 for a new name, 200 for an update; endpoint UUIDs stay stable while their ids stay in the manifest. Unknown spec keys are warnings. A manifest that drops an endpoint whose run is in flight is a 409 naming the run.',
     bodyTypes: MANIFEST_TYPES, ...manifest,
-    responses: { ...applyResponses(applied), 409: { description: 'The manifest drops an endpoint whose run is in flight: `{error, hint}` naming the run', schema: errorBody } },
+    responses: { ...applyResponses(applied, scopeRefusals(false, CONNECTOR_AND_TABLES)), 409: { description: 'The manifest drops an endpoint whose run is in flight: `{error, hint}` naming the run', schema: errorBody } },
     handler: async ({ services, principal, body, ctx }) => {
-      const result = await services.connectors.manifests.apply(callerTenant(principal), body, actor(principal));
+      const result = await services.connectors.manifests.apply(callerTenant(principal), principal, body, actor(principal));
       return appliedAnswer(ctx, result, { name: result.connector.name, id: result.connector.id, warnings: result.warnings });
     },
   }),
@@ -136,10 +140,10 @@ export const connectorRoutes: RouteDecl[] = [
       204: { description: 'Deleted' },
       ...notFound('Unknown connector'),
       409: { description: '`connector NAME has a run in flight`: `hint` names the run; nothing was deleted', schema: errorBody },
-      ...refusals(false),
+      ...scopeRefusals(false, CONNECTOR_SCOPES),
     },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.connectors.manifests.remove(callerTenant(principal), params.name);
+      await services.connectors.manifests.remove(callerTenant(principal), principal, params.name);
       ctx.status = 204;
       return undefined;
     },
@@ -148,9 +152,9 @@ export const connectorRoutes: RouteDecl[] = [
     method: 'POST', path: '/api/connectors/{name}/endpoints/{id}/reset-cursor', operationId: 'resetConnectorCursor', summary: 'Clear an endpoint\'s watermark', tags: ['Connectors'],
     auth: ['svc_integrator'], params: endpointParams,
     description: 'The next run of the endpoint is a full read.',
-    responses: { 204: { description: 'Cleared' }, ...notFound('Unknown connector or endpoint'), ...refusals(false) },
+    responses: { 204: { description: 'Cleared' }, ...notFound('Unknown connector or endpoint'), ...scopeRefusals(false, CONNECTOR_SCOPES) },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.connectors.manifests.resetCursor(callerTenant(principal), params.name, params.id);
+      await services.connectors.manifests.resetCursor(callerTenant(principal), principal, params.name, params.id);
       ctx.status = 204;
       return undefined;
     },
@@ -163,10 +167,10 @@ export const connectorRoutes: RouteDecl[] = [
       204: { description: 'Purged' },
       ...notFound('Unknown connector or endpoint'),
       409: { description: '`connector NAME has a run in flight`: `hint` names the run of the endpoint; nothing was purged', schema: errorBody },
-      ...refusals(false),
+      ...scopeRefusals(false, CONNECTOR_SCOPES),
     },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.connectors.manifests.purgeEndpoint(callerTenant(principal), params.name, params.id);
+      await services.connectors.manifests.purgeEndpoint(callerTenant(principal), principal, params.name, params.id);
       ctx.status = 204;
       return undefined;
     },

@@ -2,7 +2,7 @@ import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { COLUMN_TYPES, entityManifestSchema } from '../../../src/entities/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { appliedAnswer, applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
-import { errorBody, refusals } from '../schemas.js';
+import { errorBody, refusals, scopeRefusals } from '../schemas.js';
 import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
 /**
@@ -72,9 +72,9 @@ export const entityRoutes: RouteDecl[] = [
     auth: ['svc_integrator', 'svc_admin'],
     description: 'YAML or JSON. 201 for a new name, 200 for an update. A source table that does not exist yet is a warning; a mapped column an existing table lacks is a 400.',
     bodyTypes: MANIFEST_TYPES, ...manifest,
-    responses: applyResponses(applied),
+    responses: applyResponses(applied, scopeRefusals(false, 'every scope of the manifest and of the entity it replaces, and of every connector writing its source tables (which must be written already)')),
     handler: async ({ services, principal, body, ctx }) => {
-      const result = await services.entities.apply(callerTenant(principal), body, actor(principal));
+      const result = await services.entities.apply(callerTenant(principal), principal, body, actor(principal));
       return appliedAnswer(ctx, result, { name: result.entity.name, id: result.entity.id, warnings: result.warnings });
     },
   }),
@@ -94,9 +94,9 @@ export const entityRoutes: RouteDecl[] = [
     method: 'DELETE', path: '/api/entities/{name}', operationId: 'deleteEntity', summary: 'Delete an entity', tags: ['Entities'],
     auth: ['svc_integrator', 'svc_admin'], params: nameParam,
     description: 'The ext.* tables it reads and their rows stay. The name can be applied again.',
-    responses: { 204: { description: 'Deleted' }, ...notFound, ...refusals(false) },
+    responses: { 204: { description: 'Deleted' }, ...notFound, ...scopeRefusals(false, 'every scope of the entity') },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.entities.remove(callerTenant(principal), params.name);
+      await services.entities.remove(callerTenant(principal), principal, params.name);
       ctx.status = 204;
       return undefined;
     },

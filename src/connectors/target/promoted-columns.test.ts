@@ -38,7 +38,7 @@ async function run(connector: ConnectorSpec, items: unknown[]) {
   return record!;
 }
 
-const ingest = (connector: string, table: string, csv: string) => hub.services.connectors.runs.ingestCsv(TENANT, { connector, table, key: 'id', csv, triggeredBy: 'test' });
+const ingest = (connector: string, table: string, csv: string) => hub.services.connectors.runs.ingestCsv(TENANT, undefined, { connector, table, key: 'id', csv, triggeredBy: 'test' });
 
 async function rowsOf(table: string, columns: string): Promise<Array<Record<string, unknown>>> {
   return (await owner.query(`select external_id as id, ${columns} from ext_t${TENANT}.${table} order by external_id collate "C"`)).rows;

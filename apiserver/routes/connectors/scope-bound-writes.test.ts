@@ -1,0 +1,140 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type Client, client, devClient } from '../../../test/harness/api-client.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+
+/**
+ * A scope-bound caller (docs/admin.md, "Scopes") holding every role writes connectors and entities
+ * only of scopes they hold, as stored and as applied: each write path refuses another domain's
+ * definition with 403 `scope not granted` and leaves it as it was. Before, only exports were held
+ * to the grants: a user bound to `crm` holding svc_admin re-scoped an `erp` entity into `crm` (then
+ * read it through an export or the download), deleted, ran or purged `erp` connectors, and applied a
+ * new `crm` entity over an `erp` connector's table.
+ */
+
+const T = 1;
+let hub: TestHub;
+let api: Client;
+let crm: Client;
+/** The headers of the `crm`-bound caller (for the CSV ingest's text body). */
+let crmHeaders: Record<string, string>;
+
+const SCOPE_REFUSED = { status: 403, body: { error: 'scope not granted' } };
+
+const connector = (name: string, scopes: string[], table = `ext.${name.replace(/-/g, '_')}_rows`) => ({
+  apiVersion: 'connectors.svc.io/v1',
+  kind: 'Connector',
+  metadata: { name },
+  connector_type: 'rest-generic',
+  scopes,
+  spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'rows', path: '/rows', target: { table, unique_key: '$.id' } }] },
+});
+
+const entity = (name: string, scope: string | string[], table: string) => ({
+  apiVersion: 'apps.svc.io/v1',
+  kind: 'Entity',
+  metadata: { name },
+  spec: { scope, key: 'id', columns: [{ name: 'id', type: 'text' }], sources: [{ table, key: 'external_id', columns: { id: 'external_id' } }] },
+});
+
+const scopesOf = async (path: string) => ((await api.get(path)).body as { scopes: string[] }).scopes;
+const runsOf = async (name: string) => ((await api.get(`/api/platform/runs?connector=${name}`)).body as unknown[]).length;
+
+async function ingest(as: Record<string, string>, query: string): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`${hub.url}/api/platform/sources/csv/ingest?${query}`, { method: 'POST', headers: { ...as, 'content-type': 'text/csv' }, body: 'id,name\n1,Ada\n' });
+  return { status: res.status, body: await res.json() };
+}
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  api = devClient(hub.url, T);
+  const created = await api.post(`/api/tenants/${T}/users`, { login: 'crm-only', name: 'CRM only' });
+  const userId = (created.body as { id: number }).id;
+  expect((await api.put(`/api/tenants/${T}/users/${userId}/scopes`, { scopes: ['crm'] })).status).toBe(200);
+  crmHeaders = { 'X-Tenant-ID': String(T), 'X-User-ID': String(userId) };
+  crm = client(hub.url, crmHeaders);
+  expect((await api.post('/api/connectors/apply', connector('erp', ['erp']))).status).toBe(201);
+  expect((await api.post('/api/entities/apply', entity('erp-partner', 'erp', 'ext.erp_rows'))).status).toBe(201);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+});
+
+describe('a scope-bound caller writing connectors', () => {
+  it('cannot re-scope another domain\'s connector into theirs', async () => {
+    expect(await crm.post('/api/connectors/apply', connector('erp', ['crm']))).toMatchObject(SCOPE_REFUSED);
+    expect(await scopesOf('/api/connectors/erp')).toEqual(['erp']);
+  });
+
+  it('cannot apply a connector of a scope they do not hold, nor one of no scope', async () => {
+    expect(await crm.post('/api/connectors/apply', connector('crm-erp', ['erp']))).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post('/api/connectors/apply', connector('crm-none', []))).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get('/api/connectors/crm-erp')).status).toBe(404);
+  });
+
+  it('cannot point a connector of theirs at a table another domain\'s connector writes', async () => {
+    expect(await crm.post('/api/connectors/apply', connector('crm-over', ['crm'], 'ext.erp_rows'))).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get('/api/connectors/crm-over')).status).toBe(404);
+  });
+
+  it('cannot delete another domain\'s connector', async () => {
+    expect(await crm.del('/api/connectors/erp')).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get('/api/connectors/erp')).status).toBe(200);
+  });
+
+  it('cannot run another domain\'s connector', async () => {
+    expect(await crm.post('/api/connectors/erp/runs', {})).toMatchObject(SCOPE_REFUSED);
+    expect(await runsOf('erp')).toBe(0);
+  });
+
+  it('cannot reset the cursor of, or purge, another domain\'s endpoint', async () => {
+    expect(await crm.post('/api/connectors/erp/endpoints/rows/reset-cursor')).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post('/api/connectors/erp/endpoints/rows/purge')).toMatchObject(SCOPE_REFUSED);
+  });
+
+  it('cannot ingest CSV under another domain\'s connector, into its table, or as a source of no scope', async () => {
+    const as = crmHeaders;
+    expect(await ingest(as, 'connector=erp&table=erp_csv&key=id')).toMatchObject(SCOPE_REFUSED);
+    expect(await ingest(as, 'connector=loose&table=loose_rows&key=id')).toMatchObject(SCOPE_REFUSED);
+    expect((await api.post('/api/connectors/apply', connector('crm', ['crm']))).status).toBe(201);
+    expect(await ingest(as, 'connector=crm&table=erp_rows&key=id')).toMatchObject(SCOPE_REFUSED);
+    expect(await runsOf('erp')).toBe(0);
+    expect(await runsOf('loose')).toBe(0);
+    expect(await runsOf('crm')).toBe(0);
+  });
+
+  it('writes, runs and deletes connectors of their own scope', async () => {
+    expect((await crm.post('/api/connectors/apply', connector('crm-own', ['crm']))).status).toBe(201);
+    expect((await crm.post('/api/connectors/apply', connector('crm-own', ['crm'], 'ext.crm_own_other'))).status).toBe(200);
+    expect((await crm.post('/api/connectors/crm-own/endpoints/rows/reset-cursor')).status).toBe(204);
+    const as = crmHeaders;
+    expect((await ingest(as, 'connector=crm-own&table=crm_own_csv&key=id')).status).toBe(200);
+    expect((await crm.del('/api/connectors/crm-own')).status).toBe(204);
+  });
+});
+
+describe('a scope-bound caller writing entities', () => {
+  it('cannot re-scope another domain\'s entity into theirs, nor add theirs to it', async () => {
+    expect(await crm.post('/api/entities/apply', entity('erp-partner', 'crm', 'ext.erp_rows'))).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post('/api/entities/apply', entity('erp-partner', ['erp', 'crm'], 'ext.erp_rows'))).toMatchObject(SCOPE_REFUSED);
+    expect(await scopesOf('/api/entities/erp-partner')).toEqual(['erp']);
+  });
+
+  it('cannot apply an entity of their scope under another name over another domain\'s table', async () => {
+    expect(await crm.post('/api/entities/apply', entity('my-partner', 'crm', 'ext.erp_rows'))).toMatchObject(SCOPE_REFUSED);
+    // Nor over a table nothing writes yet (another domain's connector may write it later).
+    expect(await crm.post('/api/entities/apply', entity('my-partner', 'crm', 'ext.nobody_rows'))).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get('/api/entities/my-partner')).status).toBe(404);
+  });
+
+  it('cannot delete another domain\'s entity', async () => {
+    expect(await crm.del('/api/entities/erp-partner')).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get('/api/entities/erp-partner')).status).toBe(200);
+  });
+
+  it('applies and deletes entities of their own scope over their tables', async () => {
+    expect((await crm.post('/api/connectors/apply', connector('crm-mine', ['crm']))).status).toBe(201);
+    expect((await crm.post('/api/entities/apply', entity('crm-partner', 'crm', 'ext.crm_mine_rows'))).status).toBe(201);
+    expect((await crm.del('/api/entities/crm-partner')).status).toBe(204);
+  });
+});
