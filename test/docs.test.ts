@@ -19,6 +19,7 @@ import { MAX_RULES } from '../src/email/rules.js';
 import { MAX_ENTITIES_PER_TENANT } from '../src/entities/store.js';
 import { MAX_EXPORTS_PER_TENANT } from '../src/exports/store.js';
 import { MAX_SECRETS_PER_TENANT } from '../src/platform/secrets/store.js';
+import { MAX_TABLES_PER_TENANT } from '../src/connectors/csv-ingest.js';
 import { MAX_PROCESSES_PER_TENANT } from '../src/processes/store.js';
 import { MAX_INTEGRATIONS_PER_TENANT } from '../src/webhooks/integrations.js';
 import { MAX_WORKFLOWS_PER_TENANT } from '../src/workflows/store.js';
@@ -659,6 +660,7 @@ describe('documentation: the limits per tenant', () => {
     ['integrations', MAX_INTEGRATIONS_PER_TENANT, 'integrations.md', `at most ${n(MAX_INTEGRATIONS_PER_TENANT)} integrations`],
     ['e-mail rules', MAX_RULES, 'email.md', `at most ${n(MAX_RULES)} rules`],
     ['stored secrets', MAX_SECRETS_PER_TENANT, 'secrets-and-hooks.md', `At most ${n(MAX_SECRETS_PER_TENANT)} per tenant`],
+    ['tables', MAX_TABLES_PER_TENANT, 'connector-runs.md', `at most ${n(MAX_TABLES_PER_TENANT)} tables`],
   ];
 
   it.each(limits)('states the limit of %s as the code has it, in docs/architecture.md and the kind\'s document', (listed, value, file, stated) => {

@@ -4,6 +4,8 @@ import type { Tx } from '../db/database.js';
 import { csvSourceId, stableUuid } from './csv-source.js';
 import { type Caller, requireEvery, scopeAccess } from '../admin/scope-access.js';
 import { NotFoundError, ValidationError } from '../errors.js';
+import { takeTablePlace } from '../manifests/tenant-cap.js';
+import { registerTargetTable } from './target/register.js';
 import { requireTableWriters } from './target/writers.js';
 import { pieceEnd } from '../validation/input-limits.js';
 import { connectorLabel, csvBytesReadTotal, csvOpenTotal } from './metrics.js';
@@ -25,6 +27,14 @@ export interface CsvIngestRequest {
   csv: CsvText;
   triggeredBy: string;
 }
+
+/**
+ * Tables one tenant may have (ext tables, whoever writes them: connectors' endpoints and CSV
+ * ingests): a CSV ingest makes a new one for each table name it is given, and each is a table of the
+ * shared database's catalog with its indexes, so an ingest into a new table past this is refused
+ * (409); one into a table the tenant has is not.
+ */
+export const MAX_TABLES_PER_TENANT = 1000;
 
 /** A CSV text's pieces (one, for a text given whole). */
 export const csvPieces = (csv: CsvText): readonly string[] => (typeof csv === 'string' ? [csv] : csv.pieces);
@@ -224,11 +234,14 @@ export async function ingestCsv(
   };
   // In the transaction recording the run: a scope-bound caller ingests only under a stored connector
   // whose scopes they hold (a CSV source with no manifest has none), into a table whose other writers'
-  // scopes they hold.
+  // scopes they hold; a new table takes its place among the tenant's tables, registered at once.
   const admit = (id: string) => async (tx: Tx, scopes: readonly string[]) => {
     const access = await scopeAccess(tx, caller);
     requireEvery(access, scopes);
     await requireTableWriters(tx, access, [table], { except: id });
+    await takeTablePlace(tx, { plural: 'tables', max: MAX_TABLES_PER_TENANT, advice: `ingest into a table it has, or delete a connector or CSV source to drop the tables only it writes` }, table, () =>
+      registerTargetTable(tx, id, endpoint.uuid, table),
+    );
   };
   const trigger = (id: string, connectorStored: boolean) =>
     runner.trigger(tenantId, connectorOf(id), { triggeredBy: request.triggeredBy, emitsRowChanges: true, reader, connectorStored, admit: admit(id) });

@@ -93,7 +93,8 @@ export interface TriggerOptions {
   /**
    * Run in the transaction that records the runs, once the connector's row is locked and before
    * anything is recorded, with the scopes of the connector as stored then (none for a CSV source
-   * with no manifest): refuses the trigger by throwing (a scope-bound caller outside them).
+   * with no manifest): refuses the trigger by throwing (a scope-bound caller outside them), or
+   * takes what the runs need (a CSV ingest's place for a new table).
    */
   admit?: (tx: Tx, storedScopes: readonly string[]) => Promise<void>;
 }
@@ -491,17 +492,17 @@ export class ConnectorRunner {
 
     let outcome: { status: Exclude<RunStatus, 'Running'>; error?: EngineFailure };
     try {
-      // Stopped while queued behind an earlier endpoint (or the hub stopping as it was triggered).
-      controller.signal.throwIfAborted();
-      // Registered before it exists, under the tenant's DDL lock (shared): a delete of another
-      // connector either commits before (ensureTable then finds a table it dropped missing, and
-      // creates it) or sees the registration and keeps the table (registerTargetTable).
-      // A run closed meanwhile by another process (RunClosedError) registers nothing.
-      await this.o.db.withTenant(tenantId, async (tx) => {
-        await holdRunning(tx, run.id);
-        await registerTargetTable(tx, connector.id, endpoint.uuid, endpoint.target.table);
-      });
       try {
+        // Stopped while queued behind an earlier endpoint (or the hub stopping as it was triggered).
+        controller.signal.throwIfAborted();
+        // Registered before it exists, under the tenant's DDL lock (shared): a delete of another
+        // connector either commits before (ensureTable then finds a table it dropped missing, and
+        // creates it) or sees the registration and keeps the table (registerTargetTable).
+        // A run closed meanwhile by another process (RunClosedError) registers nothing.
+        await this.o.db.withTenant(tenantId, async (tx) => {
+          await holdRunning(tx, run.id);
+          await registerTargetTable(tx, connector.id, endpoint.uuid, endpoint.target.table);
+        });
         const made = await this.o.ext.ensureTable(tenantId, endpoint.target.table, endpoint.target.promote, { typesFromTable: endpoint.target.typesFromTable });
         // The promotes as the table types them (a CSV ingest's text columns read as a connector made
         // them), and the table's other promoted columns, emptied on every row this run writes.
@@ -509,7 +510,9 @@ export class ConnectorRunner {
         unpromoted = made.unpromoted;
       } catch (err) {
         // A table that could not be made (more columns than PostgreSQL allows, a type clash on a
-        // new table) is not left registered: its registration was only for this run.
+        // new table), or a run stopped before it made it, leaves no registration of a table that is
+        // not there: it was only for this run (a CSV ingest's, made when the run was recorded, held its
+        // place among the tenant's tables: tenant-cap.ts takeTablePlace).
         await this.o.db
           .withTenant(tenantId, (tx) =>
             tx.query('delete from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2 and table_name = $3 and to_regclass($4) is null', [

@@ -34,6 +34,9 @@ export async function takeTenantPlace(
   }
 }
 
+/** The 409 of a create past the cap. */
+const full = (n: number, kind: { plural: string; max: number; advice: string }) => new ConflictError(`this tenant has ${n} ${kind.plural}, the most it may have (${kind.max}): ${kind.advice}`);
+
 /**
  * Objects created one at a time over HTTP and deleted softly (integrations, stored secrets, e-mail
  * rules): those not deleted count; a create past the cap is a 409. `advice` ends the refusal
@@ -41,5 +44,18 @@ export async function takeTenantPlace(
  */
 export async function takeLivePlace(tx: Tx, kind: { table: 'hub.integrations' | 'platform.secrets' | 'email.rules'; plural: string; max: number; advice: string }): Promise<void> {
   const { n } = await lockedCount(tx, kind.plural, `${kind.table} where deleted_at is null`);
-  if (n >= kind.max) throw new ConflictError(`this tenant has ${n} ${kind.plural}, the most it may have (${kind.max}): ${kind.advice}`);
+  if (n >= kind.max) throw full(n, kind);
+}
+
+/**
+ * The ext tables of a tenant (connectors.ext_tables, each table once, whoever writes it): a CSV
+ * ingest into a table the tenant does not have takes a place, registered (`register`) in the
+ * transaction that records its run, so that the place is held from there on; past the cap a 409.
+ * A table the tenant has is never refused.
+ */
+export async function takeTablePlace(tx: Tx, kind: { plural: string; max: number; advice: string }, table: string, register: () => Promise<void>): Promise<void> {
+  const { n, known } = await lockedCount(tx, kind.plural, '(select distinct table_name as name from connectors.ext_tables) t', table);
+  if (known) return;
+  if (n >= kind.max) throw full(n, kind);
+  await register();
 }

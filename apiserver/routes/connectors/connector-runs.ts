@@ -61,7 +61,11 @@ export const connectorRunRoutes: RouteDecl[] = [
     responses: {
       200: { description: 'The run', schema: runSchema },
       400: { description: 'Bad CSV, table or key', schema: errorBody },
-      409: { description: 'An ingest into the same connector and table is in flight: `{error, hint}` naming its run', schema: errorBody },
+      409: {
+        description:
+          'An ingest into the same connector and table is in flight: `{error, hint}` naming its run; or the table is new and the tenant has 1,000 tables already (`this tenant has 1000 tables, the most it may have (1000): …`), no run recorded',
+        schema: errorBody,
+      },
       ...scopeRefusals(true, 'every scope of the connector named (a CSV source of no manifest has none), and of every other connector writing the table'),
     },
     handler: ({ services, principal, query, body, ctx, streamed }) => {
