@@ -20,6 +20,8 @@ import { MAX_ENTITIES_PER_TENANT } from '../src/entities/store.js';
 import { MAX_EXPORTS_PER_TENANT } from '../src/exports/store.js';
 import { MAX_SECRETS_PER_TENANT } from '../src/platform/secrets/store.js';
 import { MAX_TABLES_PER_TENANT } from '../src/connectors/csv-ingest.js';
+import { MAX_ORGS_PER_TENANT } from '../src/admin/orgs.js';
+import { MAX_ORG_GRANTS_PER_TENANT, MAX_ROLE_ASSIGNMENTS_PER_TENANT, MAX_ROLES_PER_TENANT } from '../src/admin/roles.js';
 import { MAX_PROCESSES_PER_TENANT } from '../src/processes/store.js';
 import { MAX_INTEGRATIONS_PER_TENANT } from '../src/webhooks/integrations.js';
 import { MAX_WORKFLOWS_PER_TENANT } from '../src/workflows/store.js';
@@ -661,6 +663,10 @@ describe('documentation: the limits per tenant', () => {
     ['e-mail rules', MAX_RULES, 'email.md', `at most ${n(MAX_RULES)} rules`],
     ['stored secrets', MAX_SECRETS_PER_TENANT, 'secrets-and-hooks.md', `At most ${n(MAX_SECRETS_PER_TENANT)} per tenant`],
     ['tables', MAX_TABLES_PER_TENANT, 'connector-runs.md', `at most ${n(MAX_TABLES_PER_TENANT)} tables`],
+    ['organisations', MAX_ORGS_PER_TENANT, 'admin.md', `at most ${n(MAX_ORGS_PER_TENANT)} organisations`],
+    ['roles', MAX_ROLES_PER_TENANT, 'admin.md', `at most ${n(MAX_ROLES_PER_TENANT)} roles`],
+    ['role assignments', MAX_ROLE_ASSIGNMENTS_PER_TENANT, 'admin.md', `at most ${n(MAX_ROLE_ASSIGNMENTS_PER_TENANT)} role assignments`],
+    ['organisation grants', MAX_ORG_GRANTS_PER_TENANT, 'admin.md', `at most ${n(MAX_ORG_GRANTS_PER_TENANT)} organisation grants`],
   ];
 
   it.each(limits)('states the limit of %s as the code has it, in docs/architecture.md and the kind\'s document', (listed, value, file, stated) => {

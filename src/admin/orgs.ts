@@ -1,4 +1,5 @@
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
+import { takeKeptPlace } from '../manifests/tenant-cap.js';
 import { assignments, type Events, isUniqueViolation, ORG_CODE, optionalText, requireText, type Tx } from './common.js';
 
 /**
@@ -49,6 +50,12 @@ export interface OrgPatch {
 /** The newParentId of `org.moved` for a move to the top level. */
 const ROOT_PARENT_ID = 0;
 
+/**
+ * Organisations one tenant may have, archived ones included (an archived organisation's row and
+ * code stay): the database is shared, so the count is bounded, well past a company's tree.
+ */
+export const MAX_ORGS_PER_TENANT = 10_000;
+
 export const DEFAULT_TREE_DEPTH = 3;
 export const MAX_TREE_DEPTH = 10;
 
@@ -91,6 +98,7 @@ export async function createOrg(tx: Tx, events: Events, input: OrgInput): Promis
     throw new ValidationError('code must be 1 to 100 letters, digits, dots, underscores or dashes, starting with a letter or digit', 'code');
   }
   requireText(input.name, 'name');
+  await takeKeptPlace(tx, { table: 'core.orgs', plural: 'organisations', max: MAX_ORGS_PER_TENANT, advice: 'archived ones count too (their rows and codes stay)' });
   const parentId = input.parentId ?? null;
   if (parentId !== null) {
     await lockTree(tx);

@@ -1,4 +1,5 @@
 import { ConflictError, NotFoundError } from '../errors.js';
+import { takeKeptPlace } from '../manifests/tenant-cap.js';
 import { isUniqueViolation, optionalText, requireText, type Tx } from './common.js';
 import { getOrg, type Org } from './orgs.js';
 import { getUser, requireActiveUser } from './users.js';
@@ -41,9 +42,20 @@ export async function getRole(tx: Tx, id: number): Promise<Role> {
   return rows[0];
 }
 
-/** 409 when the name is taken in the tenant. */
+/**
+ * Roles, role assignments and organisation grants one tenant may have, each row counted whether
+ * active or not (none is ever deleted: docs/admin.md): the database is shared, so each is bounded,
+ * well past what a tenant's directory needs. Giving again a role a user had, or granting again an
+ * organisation a role had, switches its row on and is never refused.
+ */
+export const MAX_ROLES_PER_TENANT = 1000;
+export const MAX_ROLE_ASSIGNMENTS_PER_TENANT = 100_000;
+export const MAX_ORG_GRANTS_PER_TENANT = 100_000;
+
+/** 409 when the name is taken in the tenant, or the tenant has MAX_ROLES_PER_TENANT roles. */
 export async function createRole(tx: Tx, input: RoleInput): Promise<Role> {
   requireText(input.name, 'name');
+  await takeKeptPlace(tx, { table: 'core.roles', plural: 'roles', max: MAX_ROLES_PER_TENANT, advice: 'roles are kept once created: give users a role the tenant has' });
   try {
     const { rows } = await tx.query<Role>(`insert into core.roles (tenant_id, name, description) values ($1, $2, $3) returning ${COLUMNS}`, [
       tenantOf(tx),
@@ -57,10 +69,18 @@ export async function createRole(tx: Tx, input: RoleInput): Promise<Role> {
   }
 }
 
-/** Gives a role to a user: 404 when either is unknown in the tenant, 409 when the user is deactivated. */
+/**
+ * Gives a role to a user: 404 when either is unknown in the tenant, 409 when the user is deactivated,
+ * or when the user never had the role and the tenant has MAX_ROLE_ASSIGNMENTS_PER_TENANT assignments.
+ */
 export async function assignRole(tx: Tx, userId: number, roleId: number): Promise<void> {
   await requireActiveUser(tx, userId);
   await getRole(tx, roleId);
+  await takeKeptPlace(
+    tx,
+    { table: 'core.user_roles', plural: 'role assignments', max: MAX_ROLE_ASSIGNMENTS_PER_TENANT, advice: 'a removed one counts too (its row stays) and can be given again' },
+    async () => (await tx.query('select 1 from core.user_roles where user_id = $1 and role_id = $2', [userId, roleId])).rowCount !== 0,
+  );
   await tx.query(
     `insert into core.user_roles (tenant_id, user_id, role_id) values ($1, $2, $3)
      on conflict (tenant_id, user_id, role_id) do update
@@ -88,11 +108,19 @@ export async function rolesOfUser(tx: Tx, userId: number): Promise<Role[]> {
   return rows;
 }
 
-/** Grants a role access to an organisation: 404 when either is unknown, 409 when the organisation is archived. */
+/**
+ * Grants a role access to an organisation: 404 when either is unknown, 409 when the organisation is
+ * archived, or when the role never had it and the tenant has MAX_ORG_GRANTS_PER_TENANT grants.
+ */
 export async function grantOrg(tx: Tx, roleId: number, orgId: number): Promise<void> {
   await getRole(tx, roleId);
   const org = await getOrg(tx, orgId);
   if (!org.active) throw new ConflictError(`organisation ${orgId} is archived`);
+  await takeKeptPlace(
+    tx,
+    { table: 'core.role_orgs', plural: 'organisation grants', max: MAX_ORG_GRANTS_PER_TENANT, advice: 'a revoked one counts too (its row stays) and can be granted again' },
+    async () => (await tx.query('select 1 from core.role_orgs where role_id = $1 and org_id = $2', [roleId, orgId])).rowCount !== 0,
+  );
   await tx.query(
     `insert into core.role_orgs (tenant_id, role_id, org_id) values ($1, $2, $3)
      on conflict (tenant_id, role_id, org_id) do update

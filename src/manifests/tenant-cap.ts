@@ -8,10 +8,17 @@ import { ConflictError, ValidationError } from '../errors.js';
  * `svc-hub:<plural>:<tenant>`), so two concurrent ones cannot both take the last place.
  */
 
-/** Takes the tenant's turn for `plural` (until the transaction ends) and counts what `from` holds (row-level security: the tenant's). */
+/**
+ * Takes the tenant's turn for `plural` (until the transaction ends) and counts what `from` holds
+ * (row-level security: the tenant's); `known`: whether one of its rows has the `name` given.
+ */
 async function lockedCount(tx: Tx, plural: string, from: string, name?: string): Promise<{ n: number; known: boolean }> {
   await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:' || $1 || ':' || core.current_tenant()::text, 0))`, [plural]);
-  const { rows } = await tx.query<{ n: number; known: boolean }>(`select count(*)::int as n, coalesce(bool_or(name = $1), false) as known from ${from}`, [name ?? null]);
+  if (name === undefined) {
+    const { rows } = await tx.query<{ n: number }>(`select count(*)::int as n from ${from}`);
+    return { n: rows[0]!.n, known: false };
+  }
+  const { rows } = await tx.query<{ n: number; known: boolean }>(`select count(*)::int as n, coalesce(bool_or(name = $1), false) as known from ${from}`, [name]);
   return rows[0]!;
 }
 
@@ -58,4 +65,20 @@ export async function takeTablePlace(tx: Tx, kind: { plural: string; max: number
   if (known) return;
   if (n >= kind.max) throw full(n, kind);
   await register();
+}
+
+/**
+ * Rows that are never deleted, only switched off (organisations archived, roles, role assignments
+ * and organisation grants revoked): every row counts, switched off or not, since each stays. A
+ * create that switches an existing row on again (`exists`, asked once the tenant's turn is taken) is
+ * never refused; past the cap, one more is a 409.
+ */
+export async function takeKeptPlace(
+  tx: Tx,
+  kind: { table: 'core.orgs' | 'core.roles' | 'core.user_roles' | 'core.role_orgs'; plural: string; max: number; advice: string },
+  exists?: () => Promise<boolean>,
+): Promise<void> {
+  const { n } = await lockedCount(tx, kind.plural, kind.table);
+  if (n < kind.max || (exists && (await exists()))) return;
+  throw full(n, kind);
 }

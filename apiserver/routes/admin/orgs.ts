@@ -66,7 +66,7 @@ export const orgRoutes: RouteDecl[] = [
     },
     responses: {
       201: { description: 'The new organisation', schema: orgRecord },
-      ...errors({ 400: 'Invalid body, or `parentId` is not an active organisation of the tenant (`field` names it)', 409: 'The code is taken in the tenant' }),
+      ...errors({ 400: 'Invalid body, or `parentId` is not an active organisation of the tenant (`field` names it)', 409: 'The code is taken in the tenant; or the tenant has 10,000 organisations, archived ones included (`this tenant has 10000 organisations, the most it may have (10000): …`)' }),
       ...tenantRefusals,
     },
     handler: async ({ services, principal, body, ctx }) => created(ctx, await services.admin.orgs.create(principal?.tenantId, body)),

@@ -28,7 +28,7 @@ export const roleRoutes: RouteDecl[] = [
     },
     responses: {
       201: { description: 'The new role', schema: roleRecord },
-      ...errors({ 400: 'Invalid body (`field` names it)', 409: 'A role of that name exists in the tenant' }),
+      ...errors({ 400: 'Invalid body (`field` names it)', 409: 'A role of that name exists in the tenant; or the tenant has 1,000 roles (`this tenant has 1000 roles, the most it may have (1000): …`)' }),
       ...tenantRefusals,
     },
     handler: async ({ services, principal, body, ctx }) => created(ctx, await services.admin.roles.create(principal?.tenantId, body)),
@@ -54,7 +54,7 @@ export const roleRoutes: RouteDecl[] = [
     params: tenantParams(USER_ROLE),
     responses: {
       204: { description: 'The user holds the role' },
-      ...errors({ 400: 'Invalid id', 404: 'User or role unknown in the tenant', 409: 'The user is deactivated' }),
+      ...errors({ 400: 'Invalid id', 404: 'User or role unknown in the tenant', 409: 'The user is deactivated; or the user never had the role and the tenant has 100,000 role assignments, removed ones included (`this tenant has 100000 role assignments, …`)' }),
       ...tenantRefusals,
     },
     handler: async ({ services, principal, params, ctx }) => {
@@ -88,7 +88,7 @@ export const roleRoutes: RouteDecl[] = [
     params: tenantParams(ROLE_ORG),
     responses: {
       204: { description: 'Granted' },
-      ...errors({ 400: 'Invalid id', 404: 'Role or organisation unknown in the tenant', 409: 'The organisation is archived' }),
+      ...errors({ 400: 'Invalid id', 404: 'Role or organisation unknown in the tenant', 409: 'The organisation is archived; or the role never had it and the tenant has 100,000 organisation grants, revoked ones included (`this tenant has 100000 organisation grants, …`)' }),
       ...tenantRefusals,
     },
     handler: async ({ services, principal, params, ctx }) => {
