@@ -445,6 +445,12 @@ function redactSpec(spec: ConnectorSpec): ConnectorSpec {
  * own lock on the table, was a deadlock (40P01, the purge a 503). It also waits for a trigger
  * recording runs of the connector (ConnectorRunner.trigger locks the row `for share`).
  */
+/** The scopes of the stored connector of that id; undefined when there is none (a CSV source's id, a deleted connector's). */
+export async function connectorScopesById(tx: Tx, id: string): Promise<string[] | undefined> {
+  const { rows } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where id = $1', [id]);
+  return rows[0]?.scopes;
+}
+
 /** The scopes of the stored connector of that name, its row locked as a delete locks it (lockConnector); undefined when there is none. */
 export async function lockedConnectorScopes(tx: Tx, name: string): Promise<string[] | undefined> {
   const { rows } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where name = $1 for update', [name]);

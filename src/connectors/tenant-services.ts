@@ -20,6 +20,7 @@ import {
   getConnector,
   listConnectorsJson,
   loadConnector,
+  connectorScopesById,
   lockedConnectorScopes,
   promoteTypeConflicts,
   purgeEndpoint,
@@ -65,7 +66,7 @@ export interface ConnectorTenantServices {
      * process died) is ended at once as the interrupted-run sweep would (Failed, interrupted). 409 when
      * already over.
      */
-    cancel(tenantId: TenantId, id: string): Promise<RunRecord>;
+    cancel(tenantId: TenantId, caller: Caller, id: string): Promise<RunRecord>;
     /** Runs of the stored connector of that name (ConnectorRunner.trigger); 404 when unknown. */
     start(tenantId: number, caller: Caller, name: string, options: { endpoint?: string; triggeredBy: string }): Promise<Triggered>;
     /** One run upserting a CSV body into `ext.<table>` (csv-ingest.ts). */
@@ -157,8 +158,11 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
     runs: {
       list: (t, page, filter) => db.readWithTenant(t, (tx) => listRunsJson(tx, page, filter)),
       get: (t, id) => db.readWithTenant(t, (tx) => getRun(tx, id)),
-      cancel: async (t, id) => {
+      cancel: async (t, caller, id) => {
         const { run, interrupted: ended, tenantId } = await db.withTenant(t, async (tx) => {
+          const access = await scopeAccess(tx, caller);
+          // A scope-bound caller stops only runs of a connector every scope of which they hold (a CSV source's, or a deleted connector's, has none).
+          if (access.bound) requireEvery(access, (await connectorScopesById(tx, (await getRun(tx, id)).connectorId)) ?? []);
           const asked = await requestCancel(tx, id, interrupted.staleAfterMs);
           if (asked.interrupted) await interrupted.emit(tx, tx.tenantId, id);
           return { ...asked, tenantId: tx.tenantId };

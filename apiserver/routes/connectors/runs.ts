@@ -1,7 +1,7 @@
 import { callerTenant } from '../../../src/auth/principal.js';
 import { paging } from '../../paging.js';
 import { route, type RouteDecl } from '../../route.js';
-import { errorBody, refusals } from '../schemas.js';
+import { errorBody, refusals, scopeRefusals } from '../schemas.js';
 
 export const runSchema = {
   type: 'object',
@@ -86,10 +86,10 @@ export const runRoutes: RouteDecl[] = [
       202: { description: 'Cancellation requested; the run ends Cancelled (a run whose process died: ended Failed, interrupted, as this record says)', schema: runSchema },
       404: { description: 'Unknown run', schema: errorBody },
       409: { description: 'The run is already terminal', schema: errorBody },
-      ...refusals(true),
+      ...scopeRefusals(true, 'every scope of the run\'s connector (a CSV source\'s run, or a deleted connector\'s, has none)'),
     },
     handler: async ({ services, principal, params, ctx }) => {
-      const run = await services.connectors.runs.cancel(callerTenant(principal), params.id);
+      const run = await services.connectors.runs.cancel(callerTenant(principal), principal, params.id);
       ctx.status = 202;
       return run;
     },

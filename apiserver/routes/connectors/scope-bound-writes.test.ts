@@ -87,6 +87,20 @@ describe('a scope-bound caller writing connectors', () => {
     expect(await runsOf('erp')).toBe(0);
   });
 
+  it('cannot cancel a run of another domain\'s connector', async () => {
+    const id = await hub.services.db.withTenant(T, async (tx) => {
+      const { rows } = await tx.query<{ id: string }>(
+        "insert into connectors.runs (tenant_id, connector_id, connector_name, status, triggered_by) select tenant_id, id, name, 'Running', 'test' from connectors.connectors where name = 'erp' returning id",
+      );
+      return rows[0]!.id;
+    });
+    expect(await crm.post(`/api/platform/runs/${id}/cancel`)).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get(`/api/platform/runs/${id}`)).body).toMatchObject({ status: 'Running' });
+    const asked = await hub.services.db.withTenant(T, (tx) => tx.query<{ cancel_requested: boolean }>('select cancel_requested from connectors.runs where id = $1', [id]));
+    expect(asked.rows[0]!.cancel_requested).toBe(false);
+    await hub.services.db.withTenant(T, (tx) => tx.query("delete from connectors.runs where id = $1", [id]));
+  });
+
   it('cannot reset the cursor of, or purge, another domain\'s endpoint', async () => {
     expect(await crm.post('/api/connectors/erp/endpoints/rows/reset-cursor')).toMatchObject(SCOPE_REFUSED);
     expect(await crm.post('/api/connectors/erp/endpoints/rows/purge')).toMatchObject(SCOPE_REFUSED);
