@@ -21,6 +21,8 @@ import { MAX_EXPORTS_PER_TENANT } from '../src/exports/store.js';
 import { MAX_SECRETS_PER_TENANT } from '../src/platform/secrets/store.js';
 import { MAX_TABLES_PER_TENANT } from '../src/connectors/csv-ingest.js';
 import { MAX_ORGS_PER_TENANT } from '../src/admin/orgs.js';
+import { MAX_USER_SCOPE_GRANTS_PER_TENANT } from '../src/admin/scopes.js';
+import { MAX_USERS_PER_TENANT } from '../src/admin/users.js';
 import { MAX_ORG_GRANTS_PER_TENANT, MAX_ROLE_ASSIGNMENTS_PER_TENANT, MAX_ROLES_PER_TENANT } from '../src/admin/roles.js';
 import { MAX_PROCESSES_PER_TENANT } from '../src/processes/store.js';
 import { MAX_INTEGRATIONS_PER_TENANT } from '../src/webhooks/integrations.js';
@@ -667,6 +669,8 @@ describe('documentation: the limits per tenant', () => {
     ['roles', MAX_ROLES_PER_TENANT, 'admin.md', `at most ${n(MAX_ROLES_PER_TENANT)} roles`],
     ['role assignments', MAX_ROLE_ASSIGNMENTS_PER_TENANT, 'admin.md', `at most ${n(MAX_ROLE_ASSIGNMENTS_PER_TENANT)} role assignments`],
     ['organisation grants', MAX_ORG_GRANTS_PER_TENANT, 'admin.md', `at most ${n(MAX_ORG_GRANTS_PER_TENANT)} organisation grants`],
+    ['users', MAX_USERS_PER_TENANT, 'admin.md', `at most ${n(MAX_USERS_PER_TENANT)} users`],
+    ['user scope grants', MAX_USER_SCOPE_GRANTS_PER_TENANT, 'admin.md', `at most ${n(MAX_USER_SCOPE_GRANTS_PER_TENANT)} user scope grants`],
   ];
 
   it.each(limits)('states the limit of %s as the code has it, in docs/architecture.md and the kind\'s document', (listed, value, file, stated) => {

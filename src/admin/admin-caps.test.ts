@@ -5,10 +5,11 @@ import { ConflictError } from '../errors.js';
 import type { Events } from './common.js';
 import { archiveOrg, createOrg } from './orgs.js';
 import { assignRole, createRole, grantOrg, removeRole, revokeOrg } from './roles.js';
+import { setScopes } from './scopes.js';
 import { createUser } from './users.js';
 
 /**
- * Organisations, roles, role assignments and organisation grants of a tenant are bounded, on a real
+ * Organisations, users, roles, role assignments, organisation grants and user scope grants of a tenant are bounded, on a real
  * database with tenants 601 and 602: none is ever deleted (archived or switched off, the row stays),
  * so every row counts; one more past the limit is a 409 naming it, nothing stored; switching on
  * again a row the tenant has is never refused; another tenant has its own count; creates sent at
@@ -19,7 +20,7 @@ import { createUser } from './users.js';
 let t: MigratedDatabase;
 const events: Events = { emit: async () => undefined } as unknown as Events;
 
-const refusal = (n: number, plural: string, advice: string) => `this tenant has ${n} ${plural}, the most it may have (${n}): ${advice}`;
+const refusal = (max: number, plural: string, advice: string, n = max) => `this tenant has ${n} ${plural}, the most it may have (${max}): ${advice}`;
 
 async function refused(p: Promise<unknown>, message: string): Promise<void> {
   const err = await p.catch((e: unknown) => e);
@@ -120,5 +121,39 @@ describe('the directory of a tenant is bounded', () => {
     await refused(inTenant(601, (tx) => grantOrg(tx, role, orgs.find((o) => !left.includes(o))!)), message);
     await inTenant(601, (tx) => grantOrg(tx, role, orgs[0]!));
     expect(await count(601, 'core.role_orgs')).toBe(LIMIT);
+  }, 60_000);
+
+  it('users an administrator creates: 100,000, deactivated ones included', async () => {
+    const LIMIT = 100_000;
+    const message = refusal(LIMIT, 'users', 'deactivated ones count too (their rows and logins stay)');
+    const have = await count(601, 'core.users');
+    await inTenant(601, (tx) => tx.query(`insert into core.users (tenant_id, login, name, active) select core.current_tenant(), 'g-' || n, 'G', n % 2 = 0 from generate_series(1, $1) n`, [LIMIT - have - 1]));
+    expect(await race(['a', 'b', 'c'].map((c) => () => inTenant(601, (tx) => createUser(tx, { login: `race-${c}`, name: 'R' }))), message)).toBe(1);
+    await refused(inTenant(601, (tx) => createUser(tx, { login: 'one-more', name: 'O' })), message);
+    expect(await count(601, 'core.users')).toBe(LIMIT);
+    await inTenant(602, (tx) => createUser(tx, { login: 'one-more', name: 'O' }));
+  }, 60_000);
+
+  it('user scope grants: 100,000, revoked ones included; a list adding more than is left is refused whole', async () => {
+    const LIMIT = 100_000;
+    const message = refusal(LIMIT, 'user scope grants', 'a revoked one counts too (its row stays) and can be granted again');
+    const [user] = (await inTenant(601, (tx) => tx.query<{ id: number }>("insert into core.users (tenant_id, login, name) values (core.current_tenant(), 'scoped', 'S') returning id"))).rows.map((r) => Number(r.id));
+    expect(await inTenant(601, (tx) => setScopes(tx, user!, ['old']))).toEqual(['old']);
+    expect(await inTenant(601, (tx) => setScopes(tx, user!, ['crm']))).toEqual(['crm']);
+    await inTenant(601, (tx) =>
+      tx.query(
+        "insert into core.user_scopes (tenant_id, user_id, scope, active) select core.current_tenant(), $2, 's-' || k, false from generate_series(1, $1) k",
+        [LIMIT - 3, user],
+      ),
+    );
+    expect(await count(601, 'core.user_scopes')).toBe(LIMIT - 1);
+    // Two new names where one place is left: refused, the list as it was.
+    await refused(inTenant(601, (tx) => setScopes(tx, user!, ['crm', 'erp', 'hr'])), refusal(LIMIT, 'user scope grants', 'a revoked one counts too (its row stays) and can be granted again', LIMIT - 1));
+    expect(await count(601, 'core.user_scopes')).toBe(LIMIT - 1);
+    // Switching a revoked grant on again, and one new name, fit.
+    expect(await inTenant(601, (tx) => setScopes(tx, user!, ['crm', 'old', 'erp']))).toEqual(['crm', 'erp', 'old']);
+    expect(await count(601, 'core.user_scopes')).toBe(LIMIT);
+    await refused(inTenant(601, (tx) => setScopes(tx, user!, ['hr'])), message);
+    expect(await inTenant(601, (tx) => setScopes(tx, user!, []))).toEqual([]);
   }, 60_000);
 });

@@ -1,5 +1,5 @@
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
-import { takeKeptPlace } from '../manifests/tenant-cap.js';
+import { takeKeptPlaces } from '../manifests/tenant-cap.js';
 import { assignments, type Events, isUniqueViolation, ORG_CODE, optionalText, requireText, type Tx } from './common.js';
 
 /**
@@ -98,7 +98,7 @@ export async function createOrg(tx: Tx, events: Events, input: OrgInput): Promis
     throw new ValidationError('code must be 1 to 100 letters, digits, dots, underscores or dashes, starting with a letter or digit', 'code');
   }
   requireText(input.name, 'name');
-  await takeKeptPlace(tx, { table: 'core.orgs', plural: 'organisations', max: MAX_ORGS_PER_TENANT, advice: 'archived ones count too (their rows and codes stay)' });
+  await takeKeptPlaces(tx, { table: 'core.orgs', plural: 'organisations', max: MAX_ORGS_PER_TENANT, advice: 'archived ones count too (their rows and codes stay)' });
   const parentId = input.parentId ?? null;
   if (parentId !== null) {
     await lockTree(tx);

@@ -1,5 +1,5 @@
 import { ConflictError, NotFoundError } from '../errors.js';
-import { takeKeptPlace } from '../manifests/tenant-cap.js';
+import { takeKeptPlaces } from '../manifests/tenant-cap.js';
 import { isUniqueViolation, optionalText, requireText, type Tx } from './common.js';
 import { getOrg, type Org } from './orgs.js';
 import { getUser, requireActiveUser } from './users.js';
@@ -55,7 +55,7 @@ export const MAX_ORG_GRANTS_PER_TENANT = 100_000;
 /** 409 when the name is taken in the tenant, or the tenant has MAX_ROLES_PER_TENANT roles. */
 export async function createRole(tx: Tx, input: RoleInput): Promise<Role> {
   requireText(input.name, 'name');
-  await takeKeptPlace(tx, { table: 'core.roles', plural: 'roles', max: MAX_ROLES_PER_TENANT, advice: 'roles are kept once created: give users a role the tenant has' });
+  await takeKeptPlaces(tx, { table: 'core.roles', plural: 'roles', max: MAX_ROLES_PER_TENANT, advice: 'roles are kept once created: give users a role the tenant has' });
   try {
     const { rows } = await tx.query<Role>(`insert into core.roles (tenant_id, name, description) values ($1, $2, $3) returning ${COLUMNS}`, [
       tenantOf(tx),
@@ -76,10 +76,10 @@ export async function createRole(tx: Tx, input: RoleInput): Promise<Role> {
 export async function assignRole(tx: Tx, userId: number, roleId: number): Promise<void> {
   await requireActiveUser(tx, userId);
   await getRole(tx, roleId);
-  await takeKeptPlace(
+  await takeKeptPlaces(
     tx,
     { table: 'core.user_roles', plural: 'role assignments', max: MAX_ROLE_ASSIGNMENTS_PER_TENANT, advice: 'a removed one counts too (its row stays) and can be given again' },
-    async () => (await tx.query('select 1 from core.user_roles where user_id = $1 and role_id = $2', [userId, roleId])).rowCount !== 0,
+    async () => ((await tx.query('select 1 from core.user_roles where user_id = $1 and role_id = $2', [userId, roleId])).rowCount === 0 ? 1 : 0),
   );
   await tx.query(
     `insert into core.user_roles (tenant_id, user_id, role_id) values ($1, $2, $3)
@@ -116,10 +116,10 @@ export async function grantOrg(tx: Tx, roleId: number, orgId: number): Promise<v
   await getRole(tx, roleId);
   const org = await getOrg(tx, orgId);
   if (!org.active) throw new ConflictError(`organisation ${orgId} is archived`);
-  await takeKeptPlace(
+  await takeKeptPlaces(
     tx,
     { table: 'core.role_orgs', plural: 'organisation grants', max: MAX_ORG_GRANTS_PER_TENANT, advice: 'a revoked one counts too (its row stays) and can be granted again' },
-    async () => (await tx.query('select 1 from core.role_orgs where role_id = $1 and org_id = $2', [roleId, orgId])).rowCount !== 0,
+    async () => ((await tx.query('select 1 from core.role_orgs where role_id = $1 and org_id = $2', [roleId, orgId])).rowCount === 0 ? 1 : 0),
   );
   await tx.query(
     `insert into core.role_orgs (tenant_id, role_id, org_id) values ($1, $2, $3)

@@ -1,4 +1,5 @@
 import { ValidationError } from '../errors.js';
+import { takeKeptPlaces } from '../manifests/tenant-cap.js';
 import type { Tx } from './common.js';
 import { requireActiveUser } from './users.js';
 
@@ -8,6 +9,12 @@ import { requireActiveUser } from './users.js';
  * retrieval and search API refuses them (403 `scope not granted`, spec 1 Authentication 9). An
  * empty list unbinds the user. Replaced scopes keep their rows, switched off.
  */
+
+/**
+ * Scope grants (a user and a scope) one tenant may have, revoked ones included (their rows stay): a
+ * replaced list keeps its rows, so each list of new names made more rows, without bound.
+ */
+export const MAX_USER_SCOPE_GRANTS_PER_TENANT = 100_000;
 
 /** The active scopes of a user, sorted; empty for an unbound or unknown user. */
 export async function scopesOf(tx: Tx, userId: number): Promise<string[]> {
@@ -33,6 +40,14 @@ export async function setScopes(tx: Tx, userId: number, scopes: string[]): Promi
   });
   await requireActiveUser(tx, userId, true);
   const wanted = [...new Set(scopes)];
+  await takeKeptPlaces(
+    tx,
+    { table: 'core.user_scopes', plural: 'user scope grants', max: MAX_USER_SCOPE_GRANTS_PER_TENANT, advice: 'a revoked one counts too (its row stays) and can be granted again' },
+    async () => {
+      const { rows } = await tx.query<{ n: number }>('select count(*)::int as n from unnest($2::text[]) s where not exists (select 1 from core.user_scopes where user_id = $1 and scope = s)', [userId, wanted]);
+      return rows[0]!.n;
+    },
+  );
   await tx.query('update core.user_scopes set active = false, revoked_at = now() where user_id = $1 and active and not (scope = any($2::text[]))', [
     userId,
     wanted,

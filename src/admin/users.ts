@@ -1,3 +1,4 @@
+import { takeKeptPlaces } from '../manifests/tenant-cap.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { assignments, isUniqueViolation, optionalText, requireText, type Tx } from './common.js';
 
@@ -69,12 +70,20 @@ export async function requireActiveUser(tx: Tx, id: number, lock = false): Promi
   return user;
 }
 
-/** 409 when the login is taken in the tenant (by an active or a deactivated user). */
+/**
+ * Users an administrator may bring a tenant to, deactivated ones included (a deactivated user's row
+ * and login stay): the database is shared, so creating users is bounded. Users provisioned at their
+ * first call with a token count too, but are never refused (they are the identity provider's).
+ */
+export const MAX_USERS_PER_TENANT = 100_000;
+
+/** 409 when the login is taken in the tenant (by an active or a deactivated user), or the tenant has MAX_USERS_PER_TENANT users. */
 export async function createUser(tx: Tx, input: UserInput): Promise<User> {
   const tenantId = tenantOf(tx);
   requireText(input.login, 'login');
   if (input.login !== input.login.trim()) throw new ValidationError('login must not start or end with whitespace', 'login');
   requireText(input.name, 'name');
+  await takeKeptPlaces(tx, { table: 'core.users', plural: 'users', max: MAX_USERS_PER_TENANT, advice: 'deactivated ones count too (their rows and logins stay)' });
   try {
     const { rows } = await tx.query<User>(
       `insert into core.users (tenant_id, login, name, email, description) values ($1, $2, $3, $4, $5) returning ${COLUMNS}`,

@@ -68,17 +68,18 @@ export async function takeTablePlace(tx: Tx, kind: { plural: string; max: number
 }
 
 /**
- * Rows that are never deleted, only switched off (organisations archived, roles, role assignments
- * and organisation grants revoked): every row counts, switched off or not, since each stays. A
- * create that switches an existing row on again (`exists`, asked once the tenant's turn is taken) is
- * never refused; past the cap, one more is a 409.
+ * Rows that are never deleted, only switched off (organisations archived, users deactivated, roles,
+ * role assignments, organisation grants and user scopes revoked): every row counts, switched off or
+ * not, since each stays. `adds` (asked once the tenant's turn is taken) says how many rows the create
+ * adds: switching on again a row that exists adds none and is never refused; past the cap, a create
+ * adding rows is a 409.
  */
-export async function takeKeptPlace(
+export async function takeKeptPlaces(
   tx: Tx,
-  kind: { table: 'core.orgs' | 'core.roles' | 'core.user_roles' | 'core.role_orgs'; plural: string; max: number; advice: string },
-  exists?: () => Promise<boolean>,
+  kind: { table: 'core.orgs' | 'core.users' | 'core.roles' | 'core.user_roles' | 'core.role_orgs' | 'core.user_scopes'; plural: string; max: number; advice: string },
+  adds: () => Promise<number> = async () => 1,
 ): Promise<void> {
   const { n } = await lockedCount(tx, kind.plural, kind.table);
-  if (n < kind.max || (exists && (await exists()))) return;
-  throw full(n, kind);
+  const more = await adds();
+  if (more > 0 && n + more > kind.max) throw full(n, kind);
 }

@@ -54,7 +54,7 @@ export const userRoutes: RouteDecl[] = [
     },
     responses: {
       201: { description: 'The new user', schema: userRecord },
-      ...errors({ 400: 'Invalid body (`field` names it)', 409: 'The login is taken in the tenant' }),
+      ...errors({ 400: 'Invalid body (`field` names it)', 409: 'The login is taken in the tenant; or the tenant has 100,000 users, deactivated ones included (`this tenant has 100000 users, the most it may have (100000): …`)' }),
       ...tenantRefusals,
     },
     handler: async ({ services, principal, body, ctx }) => created(ctx, await services.admin.users.create(principal?.tenantId, body)),
@@ -122,7 +122,7 @@ export const userRoutes: RouteDecl[] = [
     body: scopesBody,
     responses: {
       200: { description: 'The stored scopes', schema: scopesRecord },
-      ...errors({ 400: 'Invalid body (`field` names the scope)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated' }),
+      ...errors({ 400: 'Invalid body (`field` names the scope)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated; or the list names scopes the user never had, more than the tenant\'s 100,000 user scope grants (revoked ones included) leave room for (`this tenant has N user scope grants, the most it may have (100000): …`), nothing changed' }),
       ...tenantRefusals,
     },
     handler: ({ services, principal, params, body }) =>
