@@ -3,17 +3,13 @@ import type { Database, TenantId } from '../db/database.js';
 import type { Events } from './common.js';
 import { archiveOrg, createOrg, getOrg, listOrgs, type Org, type OrgInput, type OrgNode, type OrgPatch, orgTree, updateOrg } from './orgs.js';
 import { assignRole, createRole, getRole, grantOrg, listRoles, orgsOfRole, removeRole, revokeOrg, type Role, type RoleInput, rolesOfUser } from './roles.js';
-import type { Principal } from '../auth/principal.js';
-import { getDefaultScope, type ScopeAccess, scopeAccess, setDefaultScope } from './scope-access.js';
+import { type Caller, getDefaultScope, requireEvery, type ScopeAccess, scopeAccess, setDefaultScope } from './scope-access.js';
 import { scopesOf, setScopes } from './scopes.js';
 import { createTenant, deactivateTenant, getTenant, listTenants, type Tenant, type TenantInput, type TenantPatch, tenantByCode, updateTenant } from './tenants.js';
 import { createUser, deactivateUser, getUser, listUsers, unlockUser, type User, type UserInput, type UserPatch, updateUser } from './users.js';
 
 /** The tenant a call acts in (the caller's; the gate checked it equals `{tid}`). */
 type In = TenantId | undefined;
-
-/** The caller, for what concerns the caller's own hub user. */
-type Caller = Pick<Principal, 'userId'> | undefined;
 
 /**
  * Tenancy administration as the rest of the hub sees it. Every method opens its own transaction:
@@ -47,7 +43,12 @@ export interface AdminServices {
     unlock(tenantId: In, id: number): Promise<User>;
     deactivate(tenantId: In, id: number): Promise<void>;
     scopes(tenantId: In, id: number): Promise<string[]>;
-    setScopes(tenantId: In, id: number, scopes: string[]): Promise<string[]>;
+    /**
+     * A scope-bound caller (their own list included) sets only a list of scopes they hold, on a user
+     * whose list they hold, neither empty (an empty list binds to nothing: every scope); 403 `scope
+     * not granted` otherwise, the list unchanged.
+     */
+    setScopes(tenantId: In, caller: Caller, id: number, scopes: string[]): Promise<string[]>;
     /** The caller's default scope ('' when none); 404 `no user record on this hub for user_id <id>` without a hub user. */
     defaultScope(tenantId: In, caller: Caller): Promise<string>;
     /** Sets (or with '' clears) the caller's default scope; 403 `scope not granted` outside a scope-bound caller's grants. */
@@ -117,7 +118,15 @@ export function createAdminServices(deps: { db: Database; events: Events; direct
           await getUser(tx, id);
           return scopesOf(tx, id);
         }),
-      setScopes: (t, id, scopes) => db.withTenant(t, (tx) => setScopes(tx, id, scopes)),
+      setScopes: (t, caller, id, scopes) =>
+        db.withTenant(t, async (tx) => {
+          const access = await scopeAccess(tx, caller);
+          if (access.bound) {
+            await getUser(tx, id, true);
+            requireEvery(access, await scopesOf(tx, id), scopes);
+          }
+          return setScopes(tx, id, scopes);
+        }),
       defaultScope: (t, caller) => db.withTenant(t, (tx) => getDefaultScope(tx, caller)),
       setDefaultScope: (t, caller, scope) => db.withTenant(t, (tx) => setDefaultScope(tx, caller, scope)),
       scopeAccess: (t, caller) => db.withTenant(t, (tx) => scopeAccess(tx, caller)),

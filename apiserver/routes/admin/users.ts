@@ -2,6 +2,7 @@ import type { Principal } from '../../../src/auth/principal.js';
 import { ConflictError } from '../../../src/errors.js';
 import { route, type RouteDecl } from '../../route.js';
 import { created, errors, noContent, scopesBody, scopesRecord, tenantParams, tenantRefusals, userRecord } from './admin-schemas.js';
+import { scopeRefusals } from '../schemas.js';
 
 /**
  * Hub users of the caller's tenant (svc_admin), under row-level security. The hub stores no
@@ -117,15 +118,16 @@ export const userRoutes: RouteDecl[] = [
     auth: ['svc_admin'],
     description:
       'A user with a non-empty list is scope-bound: outside those scopes the retrieval API answers 403 `scope not granted`. An empty list ' +
-      'unbinds the user. Answers the stored list (deduplicated, sorted).',
+      'unbinds the user. Answers the stored list (deduplicated, sorted). A caller who is scope-bound themself sets only a non-empty list of scopes they hold, ' +
+      'on a user whose stored list is non-empty and within them (their own included): 403 `scope not granted` otherwise.',
     params: tenantParams(UID),
     body: scopesBody,
     responses: {
       200: { description: 'The stored scopes', schema: scopesRecord },
       ...errors({ 400: 'Invalid body (`field` names the scope)', 404: 'Unknown, or of another tenant', 409: 'The user is deactivated; or the list names scopes the user never had, more than the tenant\'s 100,000 user scope grants (revoked ones included) leave room for (`this tenant has N user scope grants, the most it may have (100000): …`), nothing changed' }),
-      ...tenantRefusals,
+      ...scopeRefusals(false, 'every scope of the list and of the user\'s stored list, neither empty'),
     },
     handler: ({ services, principal, params, body }) =>
-      services.admin.users.setScopes(principal?.tenantId, params.uid, body.scopes).then((scopes) => ({ scopes })),
+      services.admin.users.setScopes(principal?.tenantId, principal, params.uid, body.scopes).then((scopes) => ({ scopes })),
   }),
 ];

@@ -8,7 +8,8 @@ import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
  * definition with 403 `scope not granted` and leaves it as it was. Before, only exports were held
  * to the grants: a user bound to `crm` holding svc_admin re-scoped an `erp` entity into `crm` (then
  * read it through an export or the download), deleted, ran or purged `erp` connectors, and applied a
- * new `crm` entity over an `erp` connector's table.
+ * new `crm` entity over an `erp` connector's table; and, holding svc_admin, unbound themself (or any
+ * user) through the scope list, which undid every check.
  */
 
 const T = 1;
@@ -150,5 +151,35 @@ describe('a scope-bound caller writing entities', () => {
     expect((await crm.post('/api/connectors/apply', connector('crm-mine', ['crm']))).status).toBe(201);
     expect((await crm.post('/api/entities/apply', entity('crm-partner', 'crm', 'ext.crm_mine_rows'))).status).toBe(201);
     expect((await crm.del('/api/entities/crm-partner')).status).toBe(204);
+  });
+});
+
+describe('a scope-bound caller setting scope lists', () => {
+  const userOf = async (login: string, scopes: string[]) => {
+    const id = ((await api.post(`/api/tenants/${T}/users`, { login, name: login })).body as { id: number }).id;
+    if (scopes.length) expect((await api.put(`/api/tenants/${T}/users/${id}/scopes`, { scopes })).status).toBe(200);
+    return id;
+  };
+  const scopesOfUser = async (id: string | number) => ((await api.get(`/api/tenants/${T}/users/${id}/scopes`)).body as { scopes: string[] }).scopes;
+
+  it('cannot unbind or widen their own list', async () => {
+    const self = crmHeaders['X-User-ID']!;
+    expect(await crm.put(`/api/tenants/${T}/users/${self}/scopes`, { scopes: [] })).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.put(`/api/tenants/${T}/users/${self}/scopes`, { scopes: ['crm', 'erp'] })).toMatchObject(SCOPE_REFUSED);
+    expect(await scopesOfUser(self)).toEqual(['crm']);
+  });
+
+  it("cannot move another domain's user, nor bind an unbound one, into their scopes", async () => {
+    const erp = await userOf('erp-user', ['erp']);
+    const free = await userOf('free-user', []);
+    expect(await crm.put(`/api/tenants/${T}/users/${erp}/scopes`, { scopes: ['crm'] })).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.put(`/api/tenants/${T}/users/${free}/scopes`, { scopes: ['crm'] })).toMatchObject(SCOPE_REFUSED);
+    expect(await scopesOfUser(erp)).toEqual(['erp']);
+    expect(await scopesOfUser(free)).toEqual([]);
+  });
+
+  it('sets the list of a user of their scopes, within them', async () => {
+    const mate = await userOf('crm-mate', ['crm']);
+    expect(await crm.put(`/api/tenants/${T}/users/${mate}/scopes`, { scopes: ['crm'] })).toMatchObject({ status: 200, body: { scopes: ['crm'] } });
   });
 });
