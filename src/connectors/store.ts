@@ -117,6 +117,10 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
     return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteTypeConflicts(tx, draft))], replacedScopes: stored[0].scopes };
   }
   await takeTenantPlace(tx, { table: 'connectors.connectors', noun: 'connector', plural: 'connectors', max: MAX_CONNECTORS_PER_TENANT }, draft.name);
+  // Read again once the tenant's turn is taken: an apply of the name that committed since the read above (it
+  // held the turn) is the connector this one replaces.
+  const { rows: now } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where name = $1 for no key update', [draft.name]);
+  const replacedScopes = now[0]?.scopes;
 
   const upserted = await tx.query<{ id: string; created: boolean }>(
     `insert into connectors.connectors (tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_by, updated_by)
@@ -173,7 +177,7 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
     created,
     unchanged: false,
     warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))],
-    replacedScopes: stored[0]?.scopes,
+    replacedScopes,
   };
 }
 

@@ -81,6 +81,10 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
     return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings, replacedScopes: stored.scopes };
   }
   await takeTenantPlace(tx, { table: 'entities.entities', noun: 'entity', plural: 'entities', max: MAX_ENTITIES_PER_TENANT }, draft.name);
+  // Read again once the tenant's turn is taken: an apply of the name that committed since the read above (it
+  // held the turn) is the entity this one replaces.
+  const { rows: now } = await tx.query<{ scopes: string[] }>('select scopes from entities.entities where name = lower($1) for no key update', [draft.name]);
+  const replacedScopes = now[0]?.scopes;
 
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into entities.entities (tenant_id, name, scopes, key, manifest, spec, created_by, updated_by)
@@ -92,7 +96,7 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
     [draft.name, draft.scopes, draft.key, JSON.stringify(manifest), JSON.stringify(draft), opts.actor ?? null],
   );
   const { id, created } = rows[0]!;
-  return { entity: { id, ...draft }, created, unchanged: false, warnings, replacedScopes: stored?.scopes };
+  return { entity: { id, ...draft }, created, unchanged: false, warnings, replacedScopes };
 }
 
 /**

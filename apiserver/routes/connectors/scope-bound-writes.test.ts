@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { type Client, client, devClient } from '../../../test/harness/api-client.js';
+import { type Client, client, devClient, ownerClient } from '../../../test/harness/api-client.js';
+import { deferred } from '../../../test/harness/deferred.js';
+import { until } from '../../../test/harness/until.js';
+import { applyConnector } from '../../../src/connectors/store.js';
+import type { Tx } from '../../../src/db/database.js';
+import { applyEntity } from '../../../src/entities/store.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /**
@@ -61,6 +66,32 @@ afterAll(async () => {
   await hub?.stop();
 });
 
+/**
+ * `stored` applies a definition in scope erp and holds the tenant's turn, not yet committed, while the crm
+ * caller applies `manifest` of the same new name: it read no definition of the name, waits for the turn,
+ * and then replaces the erp one. Expects the 403.
+ */
+async function racingApply(path: string, stored: (tx: Tx) => Promise<unknown>, manifest: unknown): Promise<void> {
+  const held = deferred();
+  const inserted = deferred();
+  const erp = hub.services.db.withTenant(T, async (tx) => {
+    await stored(tx);
+    inserted.resolve();
+    await held.promise;
+  });
+  await inserted.promise;
+  const crmApply = crm.post(path, manifest);
+  const owner = await ownerClient(hub.ownerUrl);
+  try {
+    await until("the crm apply waiting for the tenant's turn", async () => (await owner.query("select 1 from pg_locks where locktype = 'advisory' and not granted")).rowCount);
+  } finally {
+    await owner.end();
+  }
+  held.resolve();
+  await erp;
+  expect(await crmApply).toMatchObject(SCOPE_REFUSED);
+}
+
 describe('a scope-bound caller writing connectors', () => {
   it('cannot re-scope another domain\'s connector into theirs', async () => {
     expect(await crm.post('/api/connectors/apply', connector('erp', ['crm']))).toMatchObject(SCOPE_REFUSED);
@@ -118,6 +149,11 @@ describe('a scope-bound caller writing connectors', () => {
     expect(await runsOf('crm')).toBe(0);
   });
 
+  it('applying a new name is checked against the connector of that name committed while it waited its turn', async () => {
+    await racingApply('/api/connectors/apply', (tx) => applyConnector(tx, connector('race-c', ['erp'], 'ext.race_c_rows')), connector('race-c', ['crm'], 'ext.race_c_rows'));
+    expect(await scopesOf('/api/connectors/race-c')).toEqual(['erp']);
+  });
+
   it('writes, runs and deletes connectors of their own scope', async () => {
     expect((await crm.post('/api/connectors/apply', connector('crm-own', ['crm']))).status).toBe(201);
     expect((await crm.post('/api/connectors/apply', connector('crm-own', ['crm'], 'ext.crm_own_other'))).status).toBe(200);
@@ -151,6 +187,12 @@ describe('a scope-bound caller writing entities', () => {
     expect((await crm.post('/api/connectors/apply', connector('crm-mine', ['crm']))).status).toBe(201);
     expect((await crm.post('/api/entities/apply', entity('crm-partner', 'crm', 'ext.crm_mine_rows'))).status).toBe(201);
     expect((await crm.del('/api/entities/crm-partner')).status).toBe(204);
+  });
+
+  it('applying a new name is checked against the entity of that name committed while it waited its turn', async () => {
+    expect((await api.post('/api/connectors/apply', connector('crm-race', ['crm']))).status).toBe(201);
+    await racingApply('/api/entities/apply', (tx) => applyEntity(tx, entity('race-x', 'erp', 'ext.erp_rows')), entity('race-x', 'crm', 'ext.crm_race_rows'));
+    expect(await scopesOf('/api/entities/race-x')).toEqual(['erp']);
   });
 });
 
