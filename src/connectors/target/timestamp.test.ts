@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import pg from 'pg';
 import { serverUrl } from '../../../test/harness/database.js';
-import { parseIsoTimestamp, parseRfcTimestamp } from './timestamp.js';
+import { byPattern, parseIsoTimestamp, parseRfcTimestamp } from './timestamp.js';
 
 /**
  * parseIsoTimestamp against two readers of the same text: V8's `Date.parse` on the ECMAScript
@@ -135,6 +135,55 @@ describe('parseIsoTimestamp', () => {
       }),
       { numRuns: 500 },
     );
+  });
+});
+
+describe("parseIsoTimestamp's reading of the common forms without the pattern", () => {
+  // `YYYY-MM-DDTHH:MM:SSZ` and `…SS.sssZ` are read character by character (most rows of most
+  // sources): the answer must be the pattern's for every text of those lengths and shapes, valid or not.
+  const digit = fc.constantFrom(...'0123456789');
+  const near = fc.oneof(digit, fc.constantFrom('-', ':', 'T', 't', ' ', 'Z', 'z', '.', '+', 'x', '٣'));
+  const shaped = (millis: boolean) =>
+    fc
+      .tuple(
+        fc.array(digit, { minLength: 4, maxLength: 4 }),
+        fc.record({ month: fc.integer({ min: 0, max: 13 }), day: fc.integer({ min: 0, max: 32 }), hour: fc.integer({ min: 0, max: 25 }), minute: fc.integer({ min: 0, max: 60 }), second: fc.integer({ min: 0, max: 60 }) }),
+        fc.array(digit, { minLength: 3, maxLength: 3 }),
+        fc.array(fc.tuple(fc.nat({ max: millis ? 23 : 19 }), near), { maxLength: 2 }),
+      )
+      .map(([year, f, ms, swaps]) => {
+        const chars = [...`${year.join('')}-${pad(f.month)}-${pad(f.day)}T${pad(f.hour)}:${pad(f.minute)}:${pad(f.second)}${millis ? `.${ms.join('')}` : ''}Z`];
+        for (const [at, c] of swaps) chars[at] = c;
+        return chars.join('');
+      });
+
+  it('answers what the pattern answers, for texts of either form with any fields and any character swapped', () => {
+    fc.assert(
+      fc.property(fc.oneof(shaped(false), shaped(true)), (text) => {
+        expect(parseIsoTimestamp(text)).toBe(byPattern(text));
+      }),
+      { numRuns: 20_000 },
+    );
+  });
+
+  it('reads the edges as the pattern does: leap days, the last second, year 0001 and 0000, 24:00', () => {
+    for (const text of [
+      '2024-02-29T23:59:59Z',
+      '2023-02-29T00:00:00Z',
+      '1900-02-29T00:00:00.000Z',
+      '2000-02-29T12:00:00.999Z',
+      '0001-01-01T00:00:00Z',
+      '0000-12-31T23:59:59Z',
+      '2024-01-01T24:00:00Z',
+      '9999-12-31T23:59:59.999Z',
+      '2024-12-31t10:00:00Z',
+      '2024-12-31T10:00:00z',
+    ]) {
+      expect(parseIsoTimestamp(text)).toBe(byPattern(text));
+    }
+    expect(parseIsoTimestamp('2024-02-29T23:59:59Z')).toBe('2024-02-29T23:59:59.000Z');
+    expect(parseIsoTimestamp('2000-02-29T12:00:00.999Z')).toBe('2000-02-29T12:00:00.999Z');
+    expect(parseIsoTimestamp('2023-02-29T00:00:00Z')).toBeUndefined();
   });
 });
 
