@@ -25,6 +25,8 @@ export const pendingIndexer: RowIndexer = {
     await tx.query(
       'insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes) values ($1, $2, $3, $4, $5, $6, $7)',
       [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, batch.rows.map((r) => r.rowHash)],
+      // Once per chunk of every run, a plain VALUES insert: a named statement, parsed once per connection.
+      { prepare: true },
     );
   },
 };
