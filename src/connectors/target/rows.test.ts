@@ -81,6 +81,23 @@ describe('preparing rows for ext.* tables', () => {
       }),
       { numRuns: 500 },
     );
+    // Rows of a source share their shape: the same keys, in the same order or in another, object
+    // after object and level after level (canonicalJson reuses the order it sorted for the last
+    // object of a level when the next one has the same keys in the same order).
+    const keys = ['id', 'name', 'b', 'a', 'Z', '10', '9', 'é', 'nested'];
+    const leaf = fc.oneof(fc.integer(), fc.string(), fc.constant(null));
+    const objectOf = (value: fc.Arbitrary<unknown>) =>
+      fc
+        .tuple(fc.shuffledSubarray(keys, { minLength: 2 }), fc.array(value, { minLength: keys.length, maxLength: keys.length }))
+        .map(([names, values]) => Object.fromEntries(names.map((k, i) => [k, values[i]])));
+    // Three levels: objects of objects of objects of scalars, or scalars at any level.
+    const shaped = objectOf(fc.oneof(leaf, objectOf(fc.oneof(leaf, objectOf(leaf)))));
+    fc.assert(
+      fc.property(fc.array(shaped, { minLength: 2, maxLength: 30 }), (rows) => {
+        for (const row of rows) expect(canonicalJson(row)).toBe(plain(row));
+      }),
+      { numRuns: 300 },
+    );
     // Integer-like keys (enumerated first, in numeric order) and keys already in order.
     expect(canonicalJson({ b: 1, 10: 'x', 9: 'y', a: { '': 0, 'é': 1, Z: 2 } })).toBe('{"10":"x","9":"y","a":{"":0,"Z":2,"é":1},"b":1}');
     expect(canonicalJson(JSON.parse('{"__proto__":{"b":1,"a":2},"x":"q\\"uote"}'))).toBe('{"__proto__":{"a":2,"b":1},"x":"q\\"uote"}');
