@@ -140,6 +140,29 @@ class DeadLetterCapError extends Error {
   }
 }
 
+/**
+ * ASYNC_CHUNKS: a run's chunk transactions that emit no event commit asynchronously
+ * (Database.withTenant's `asyncCommit`): their COMMIT does not wait for the disk, the few
+ * milliseconds of a WAL flush each (the flush of a chunk that used the staging table waited for its
+ * truncation's file-system journal too). Nothing of a chunk leaves the database before the run's
+ * end (no event; the retrieval hand-off is read by transactions that commit synchronously), and
+ * the end commits synchronously, which flushes every chunk committed before it. A chunk that a
+ * crash of PostgreSQL lost is found missing at the end (chunksKept): the run fails with LOST_CHUNKS.
+ */
+const LOST_CHUNKS = 'interrupted: the database restarted during the run and lost chunks the run had written (they were not yet on disk); run it again';
+
+/**
+ * How many chunks of the run the database holds: one row each in connectors.run_chunk_counts, or
+ * already folded into the run's `chunk_count` (a run closed elsewhere), read in one snapshot.
+ */
+async function chunksKept(tx: Tx, runId: string): Promise<number> {
+  const { rows } = await tx.query<{ n: number }>(
+    'select (r.chunk_count + (select count(*) from connectors.run_chunk_counts k where k.run_id = r.id))::int as n from connectors.runs r where r.id = $1',
+    [runId],
+  );
+  return rows[0]?.n ?? 0;
+}
+
 /** The longest wait between two tries of writing a run's end while the database is unavailable. */
 const END_RETRY_MAX_MS = 2_000;
 
@@ -402,6 +425,8 @@ export class ConnectorRunner {
     /** Whether the source answered 404/410 for a position the read carried (StalePositionError). */
     let stale = false;
     let written = 0;
+    /** Chunk transactions of this run committed (each left one row in connectors.run_chunk_counts). */
+    let chunksCommitted = 0;
     /** Rows of this run dead-lettered by the chunks committed so far. */
     let deadLettered = 0;
     let buffer: unknown[] = [];
@@ -426,12 +451,17 @@ export class ConnectorRunner {
       // the chunk's transaction is rolled back and the chunk written again in a new one: merged, or
       // row by row. Nothing of a rolled-back attempt remains (its events and counters included).
       let how: ChunkWriting = { expectNew, rowByRow: false, unpromoted };
+      // A chunk that can emit no event commits without waiting for its WAL to reach the disk
+      // (ASYNC_CHUNKS, above LOST_CHUNKS): chunks emitting `data.row.changed`, which a consumer may deliver at
+      // once, wait for the disk as before.
+      const commit = { asyncCommit: !emitsRowChanges };
       for (;;) {
         try {
           const { cancelRequested, deadLetters } = await this.inWriteSlot(tenantId, () =>
-            this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how)),
+            this.o.db.withTenant(tenantId, (tx) => this.writeChunk(tx, tenantId, connector, endpoint, run, items, emitsRowChanges, prepared, how), commit),
           );
           written += items.length;
+          chunksCommitted += 1;
           // The run's dead letters so far, its chunks committed: this process writes all of them.
           deadLettered += deadLetters;
           const cap = this.o.maxDeadLetters ?? DEFAULT_MAX_DEAD_LETTERS;
@@ -608,6 +638,14 @@ export class ConnectorRunner {
     }
 
     const finished = await this.untilWritten(run.id, outcome.status, () => this.o.db.withTenant(tenantId, async (tx) => {
+      // Chunks committed asynchronously that PostgreSQL no longer has (it crashed, or its machine did,
+      // before they reached the disk): the run did not store what it read. It fails, retryable, and
+      // neither advances the watermark nor keeps where it stopped, so the next run reads those rows
+      // again. (This end commits synchronously: once it has, every chunk before it is on disk.)
+      if (!emitsRowChanges && (outcome.status === 'Completed' || outcome.status === 'Partial') && (await chunksKept(tx, run.id)) < chunksCommitted) {
+        logger().error({ runId: run.id, connector: connector.name, endpoint: endpoint.id, chunksCommitted }, `run ${run.id} lost chunks it had written (the database restarted during the run): it ends Failed`);
+        outcome = { status: 'Failed', error: Object.assign(new Error(LOST_CHUNKS), { retryable: true }) };
+      }
       if (outcome.status === 'Partial' && stoppedAt && watermarkRead) {
         // Cut by the page budget: the next run reads on from here, with this run's watermark and maximum (resume.ts).
         const stored = { read: stoppedAt, ...(sent !== undefined ? { watermark: sent } : {}), ...(candidate !== undefined ? { max: candidate } : {}), fingerprint: readFingerprint(connector, endpoint) };

@@ -169,12 +169,17 @@ export class Database {
     });
   }
 
-  /** One transaction as the application role with `svc.tenant_id` set for its duration. */
-  async withTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  /**
+   * One transaction as the application role with `svc.tenant_id` set for its duration. With
+   * `asyncCommit` its COMMIT does not wait for its WAL to reach the disk (`synchronous_commit` off for
+   * the transaction): see TenantTxOptions.
+   */
+  async withTenant<T>(tenantId: TenantId | undefined | null, fn: (tx: Tx) => Promise<T>, options?: TenantTxOptions): Promise<T> {
     const id = checkedTenant(tenantId);
-    // `begin` and the tenant setting travel with the transaction's first statement (see
-    // `transaction`): `id` is a checked non-negative safe integer, so inlining it is safe.
-    return inTenantContext(id, () => this.transaction(this.app, id, fn, ['begin', `select ${tenantSetting(id)}`]));
+    // `begin` and the settings travel with the transaction's first statement (see `transaction`):
+    // `id` is a checked non-negative safe integer, so inlining it is safe.
+    const settings = options?.asyncCommit ? `${tenantSetting(id)}, ${ASYNC_COMMIT}` : tenantSetting(id);
+    return inTenantContext(id, () => this.transaction(this.app, id, fn, ['begin', `select ${settings}`]));
   }
 
   /**
@@ -364,6 +369,25 @@ function checkedTenant(tenantId: TenantId | undefined | null): number {
   if (!Number.isSafeInteger(id) || id < 0) throw new NoTenantError();
   return id;
 }
+
+/** How a tenant transaction commits (Database.withTenant). */
+export interface TenantTxOptions {
+  /**
+   * COMMIT returns once the commit is recorded in PostgreSQL's WAL buffers, without waiting for the
+   * WAL to be flushed to disk (`synchronous_commit = off` for this transaction only; the WAL writer
+   * flushes it within a few hundred milliseconds). What it wrote is visible to others at once and
+   * is never seen half-written, but a crash of PostgreSQL or of its machine in that window loses
+   * the transaction as if it had rolled back. Any later transaction that commits synchronously
+   * flushes the WAL up to its own commit, this one's included: its durability covers this one's.
+   * For work that is only done once such a later commit says so (a connector run's chunks: the
+   * run's end commits synchronously, docs/connector-runs.md), never for work whose effects leave the
+   * database before that (an event a consumer may deliver, an answer a client acts on).
+   */
+  asyncCommit?: boolean;
+}
+
+/** The setting that makes a transaction's COMMIT asynchronous (TenantTxOptions.asyncCommit). */
+const ASYNC_COMMIT = `set_config('synchronous_commit', 'off', true)`;
 
 /** The expression that sets the tenant until the transaction ends; `id` comes from `checkedTenant`, so inlining it is safe. */
 const tenantSetting = (id: number) => `set_config('svc.tenant_id', '${id}', true)`;

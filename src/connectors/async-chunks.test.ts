@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import pg from 'pg';
+import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { TEST_ROLES } from '../../test/harness/database.js';
+import { Database, type TenantTxOptions } from '../db/database.js';
+import { roleUrl } from '../db/roles.js';
+import { noIndexer } from './indexer.js';
+import { ConnectorRunner, type PageReader } from './runner.js';
+import { applyConnector } from './store.js';
+import type { ConnectorSpec } from './types.js';
+
+/**
+ * A run's chunks that emit no event commit asynchronously (their COMMIT does not wait for the WAL
+ * flush); the run's end commits synchronously, flushing them all. A chunk PostgreSQL lost before
+ * that (a crash loses what was not yet on disk: here its row is deleted, as the crash would have
+ * left it) is found missing at the end, and the run fails instead of completing with rows missing.
+ */
+
+let hub: TestHub;
+let owner: pg.Client;
+let connector: ConnectorSpec;
+const CHUNK = 10;
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  owner = new pg.Client({ connectionString: hub.ownerUrl });
+  await owner.connect();
+  const manifest = {
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name: 'async-chunks' },
+    connector_type: 'rest-generic',
+    spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'p', path: '/p', incremental: { mode: 'watermark', watermark_path: '$.id', param: 'since' }, target: { table: 'ext.async_chunks', unique_key: '$.id' } }] },
+  };
+  connector = (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
+});
+
+afterAll(async () => {
+  await owner?.end();
+  await hub?.stop();
+});
+
+/** `count` pages of CHUNK rows; `beforePage(n)` runs before page n is given. */
+const pages = (count: number, beforePage?: (n: number) => Promise<void>): PageReader => ({
+  async *read() {
+    for (let n = 1; n <= count; n++) {
+      await beforePage?.(n);
+      yield { number: n, items: Array.from({ length: CHUNK }, (_, i) => ({ id: (n - 1) * CHUNK + i + 1 })) };
+    }
+  },
+});
+
+/** The hub's database, each tenant transaction's options and `synchronous_commit` as it committed recorded. */
+function recording(seen: Array<{ options?: TenantTxOptions; synchronousCommit: string }>): Database {
+  const db = hub.services.db;
+  return Object.assign(Object.create(db) as Database, {
+    withTenant: ((tenantId, fn, options) =>
+      db.withTenant(
+        tenantId,
+        async (tx) => {
+          const result = await fn(tx);
+          const { rows } = await tx.query<{ s: string }>(`select current_setting('synchronous_commit') as s`);
+          seen.push({ options, synchronousCommit: rows[0]!.s });
+          return result;
+        },
+        options,
+      )) as Database['withTenant'],
+  });
+}
+
+const runnerOn = (db: Database) =>
+  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0), indexer: noIndexer, chunkSize: CHUNK, subscribers: hub.services.subscribers });
+
+const watermark = async () => (await owner.query<{ watermark: string | null }>('select watermark from connectors.endpoints where uuid = $1', [connector.endpoints[0]!.uuid])).rows[0]!.watermark;
+
+describe("a run's chunks commit asynchronously, its end synchronously", () => {
+  it('a tenant transaction asked for it commits with synchronous_commit off, and leaves the setting to no other', async () => {
+    const one = new Database({ appUrl: roleUrl(hub.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(hub.ownerUrl, TEST_ROLES.worker), poolSize: 1 });
+    try {
+      const setting = (tx: { query: Database['app']['query'] }) => tx.query(`select current_setting('synchronous_commit') as s`).then((r) => (r.rows[0] as { s: string }).s);
+      expect(await one.withTenant(1, (tx) => setting(tx as never), { asyncCommit: true })).toBe('off');
+      // The same (only) connection, next transaction: the default again.
+      expect(await one.withTenant(1, (tx) => setting(tx as never))).toBe('on');
+      expect(await one.withTenant(1, async (tx) => (await tx.query<{ t: string }>(`select current_setting('svc.tenant_id') as t`)).rows[0]!.t, { asyncCommit: true })).toBe('1');
+    } finally {
+      await one.close();
+    }
+  });
+
+  it('a source emitting no row events: its chunks asynchronously, the end synchronously; one emitting them: every chunk synchronously', async () => {
+    const seen: Array<{ options?: TenantTxOptions; synchronousCommit: string }> = [];
+    const quiet = await runnerOn(recording(seen)).trigger(1, connector, { triggeredBy: 'manual', reader: pages(3) });
+    const [run] = await quiet.done;
+    expect(run).toMatchObject({ status: 'Completed', recordsOut: 30, chunkCount: 3 });
+    expect(seen.filter((s) => s.options?.asyncCommit).map((s) => s.synchronousCommit)).toEqual(['off', 'off', 'off']);
+    // Every other transaction of the run (its start, its end) commits synchronously.
+    expect(seen.filter((s) => !s.options?.asyncCommit).every((s) => s.synchronousCommit === 'on')).toBe(true);
+
+    seen.length = 0;
+    const emitting = await runnerOn(recording(seen)).trigger(1, connector, { triggeredBy: 'manual', reader: pages(3), emitsRowChanges: true });
+    expect((await emitting.done)[0]).toMatchObject({ status: 'Completed', recordsOut: 30 });
+    expect(seen.some((s) => s.options?.asyncCommit)).toBe(false);
+    expect(seen.every((s) => s.synchronousCommit === 'on')).toBe(true);
+  });
+
+  it('a chunk lost before the end fails the run (retryable), without moving the watermark, instead of completing it', async () => {
+    await owner.query('truncate ext_t1.async_chunks');
+    await owner.query('update connectors.endpoints set watermark = null where uuid = $1', [connector.endpoints[0]!.uuid]);
+    let runId = '';
+    // Before the last page: wait for a committed chunk of the run, then lose it (what a crash of
+    // PostgreSQL does to an asynchronous commit not yet flushed: its rows and its count are gone).
+    const reader = pages(4, async (n) => {
+      if (n !== 4) return;
+      for (;;) {
+        const { rows } = await owner.query<{ n: number }>('select count(*)::int as n from connectors.run_chunk_counts where run_id = $1', [runId]);
+        if (rows[0]!.n > 0) break;
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      await owner.query('delete from connectors.run_chunk_counts where ctid = (select ctid from connectors.run_chunk_counts where run_id = $1 limit 1)', [runId]);
+    });
+    const triggered = await runnerOn(hub.services.db).trigger(1, connector, { triggeredBy: 'manual', reader });
+    runId = triggered.runs[0]!.id;
+    const [run] = await triggered.done;
+    expect(run).toMatchObject({ status: 'Failed', chunkCount: 3 });
+    expect(run!.errorMessage).toMatch(/lost chunks/);
+    expect(await watermark()).toBeNull();
+    const { rows } = await owner.query<{ payload: { retryable: boolean } }>(`select payload from events.outbox where type = 'connector.run.failed' and payload->>'run_id' = $1`, [run!.id]);
+    expect(rows[0]!.payload.retryable).toBe(true);
+
+    // Nothing lost: the same run completes and moves the watermark.
+    const again = await runnerOn(hub.services.db).trigger(1, connector, { triggeredBy: 'manual', reader: pages(4) });
+    expect((await again.done)[0]).toMatchObject({ status: 'Completed', chunkCount: 4 });
+    expect(await watermark()).toBe('40');
+  });
+});
