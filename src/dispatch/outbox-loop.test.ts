@@ -9,6 +9,7 @@ import { NO_ENABLED_RULES } from '../email/rules.js';
 import { NO_PROCESSES } from '../processes/store.js';
 import { OutboxLoop } from './outbox-loop.js';
 import { until } from '../../test/harness/until.js';
+import { untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 
 let t: MigratedDatabase;
 const events = new EventWriter(loadCatalog());
@@ -28,13 +29,16 @@ afterAll(async () => {
 /** Drains with pauses until `count` events were handed over; `drains` counts the drains that handed some over. */
 async function drainUntil(loop: OutboxLoop, count: number, drains = { n: 0 }): Promise<number> {
   let total = 0;
-  const deadline = Date.now() + 10_000;
-  while (total < count && Date.now() < deadline) {
-    const handed = await loop.drain();
-    if (handed > 0) drains.n++;
-    total += handed;
-    if (total < count) await new Promise((r) => setTimeout(r, 50));
-  }
+  await until(
+    `${count} events handed over`,
+    async () => {
+      const handed = await loop.drain();
+      if (handed > 0) drains.n++;
+      total += handed;
+      return total >= count;
+    },
+    { everyMs: 50, detail: () => `${total} were` },
+  );
   return total;
 }
 
@@ -48,11 +52,11 @@ const cursorOf = (consumer: string) =>
  */
 async function passesToHead(loop: OutboxLoop, consumer: string): Promise<void> {
   const newest = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ id: number }>('select max(id)::int as id from events.outbox')).rows[0]!.id);
-  for (let i = 0; i < 100 && (await cursorOf(consumer)) !== (await newest()); i++) {
+  await until(`${consumer} at the newest event`, async () => {
+    if ((await cursorOf(consumer)) === (await newest())) return true;
     expect(await loop.drain()).toBe(0);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  expect(await cursorOf(consumer)).toBe(await newest());
+    return false;
+  });
 }
 
 /** The test database, with every single statement of the worker role shown to `seen` first. */
@@ -386,7 +390,7 @@ describe('outbox loop', () => {
     const decisions = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ n: number }>(`select count(*)::int as n from events.outbox where type = 'decision.loop-test'`)).rows[0]!.n);
     const inbox = () => t.db.crossTenant('test', async (tx) => (await tx.query<{ n: number }>(`select count(*)::int as n from events.inbox where type = 'decision.loop-test'`)).rows[0]!.n);
     // The first pass fails after writing: nothing of it stays, the batch comes again.
-    for (let i = 0; i < 50 && (await loop.drain()) === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    await until('the batch handed over on its second try', async () => (await loop.drain()) > 0);
     expect(await decisions()).toBe(2);
     expect(await inbox()).toBe(2);
     // The decisions themselves pass through once (the handler ignores them); nothing is written twice.
@@ -440,8 +444,12 @@ describe('outbox loop', () => {
     const firstDrain = first.drain();
     await firstEntered;
     // The second process reads the same batch (the cursor has not moved) while the first still holds it.
-    const secondDrain = second.drain();
-    await new Promise((r) => setTimeout(r, 300));
+    let secondEnded = false;
+    const secondDrain = second.drain().finally(() => {
+      secondEnded = true;
+    });
+    // Released once the second has read the batch and met the first's locked cursor (or given up on it).
+    await untilEndedOrWaiting(t.owner, () => secondEnded, 'the second drain');
     releaseFirst();
     const [a, b] = await Promise.all([firstDrain, secondDrain]);
     expect(a + b).toBe(10);
