@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from '@jest/globals';
+import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
 import { ClockRunner, msUntilDaily } from './clock.js';
@@ -39,7 +39,7 @@ describe('clock runner', () => {
     clock.schedule('slow', { every: 10 }, async () => {
       concurrent++;
       maxConcurrent = Math.max(maxConcurrent, concurrent);
-      await sleep(60);
+      await sleep(60); // a slow run (kept: the ticks meanwhile are what is tested)
       concurrent--;
     });
     const started = Date.now();
@@ -79,15 +79,18 @@ describe('clock runner', () => {
     const clock = runner();
     let finished = 0;
     clock.schedule('job', { every: 10 }, async () => {
-      await sleep(40);
+      await sleep(40); // a run that takes its time (kept: the stop must wait for it)
       finished++;
     });
     clock.start();
-    await sleep(25);
+    await until('a run in progress', () => clock.stats('job').running, { everyMs: 5 });
     await clock.stop();
     const after = finished;
     expect(after).toBe(clock.stats('job').runs);
-    await sleep(60);
+    // The marker: a timer of the job's cadence armed now fires after any the clock armed before the
+    // stop (Node fires timers in the order they are due), and a tick counts its run at once.
+    await sleep(10);
+    expect(clock.stats('job').runs).toBe(after);
     expect(finished).toBe(after);
   });
 
@@ -125,10 +128,11 @@ describe('clock runner', () => {
       });
     });
     clock.start();
-    while (!clock.stats('droppable').running) await sleep(5);
+    await until('the step under way', () => clock.stats('droppable').running, { everyMs: 5 });
     const began = Date.now();
     await clock.stop();
     expect(sawAbort).toBe(true);
+    // Not relative to a baseline: the step it must not wait for is a minute long, sixty times this bound.
     expect(Date.now() - began).toBeLessThan(1_000);
     // Started again, the signal is a new one.
     clock.start();
@@ -168,21 +172,27 @@ describe('clock runner', () => {
   });
 
   it('a daily job whose timer fires while the wall clock still reads before its time runs once, not again moments later', async () => {
-    // The wall clock runs at half the speed of the timers (stepped back, or slowed, meanwhile): 200 ms
-    // before 04:30 UTC at the start.
-    const began = Date.now();
-    const wall = Date.UTC(2026, 0, 1, 4, 29, 59, 800);
-    const clock = new ClockRunner(() => wall + (Date.now() - began) / 2);
-    runners.push(clock);
-    let runs = 0;
-    clock.schedule('purge', { dailyAt: '04:30' }, async () => {
-      runs++;
-    });
-    clock.start();
-    await until('the run at 04:30', () => runs >= 1, { everyMs: 5 });
-    await sleep(600);
-    // Was: armed again for the same 04:30 each time it fired (100 ms, then 50 ms, …): several runs.
-    expect(runs).toBe(1);
+    // The timers' time is jest's (advanced by hand, not slept); the wall clock runs at half its speed
+    // (stepped back, or slowed, meanwhile): 200 ms before 04:30 UTC at the start.
+    jest.useFakeTimers({ now: 0 });
+    try {
+      const wall = Date.UTC(2026, 0, 1, 4, 29, 59, 800);
+      const clock = new ClockRunner(() => wall + Date.now() / 2);
+      let runs = 0;
+      clock.schedule('purge', { dailyAt: '04:30' }, async () => {
+        runs++;
+      });
+      clock.start();
+      await jest.advanceTimersByTimeAsync(200);
+      expect(runs).toBe(1); // the run at 04:30 (the wall clock reads 04:29:59.900)
+      // An hour of the timers' time. Was: armed again for the same 04:30 each time it fired (100 ms,
+      // then 50 ms, …): a run at each.
+      await jest.advanceTimersByTimeAsync(3_600_000);
+      expect(runs).toBe(1);
+      await clock.stop();
+    } finally {
+      jest.useRealTimers();
+    }
   });
 
   it('refuses a duplicate name or a non-positive cadence', () => {
