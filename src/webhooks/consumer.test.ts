@@ -3,7 +3,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import type { QueryOptions, Tx } from '../db/database.js';
-import { type Behaviour, type Receiver, startReceiver } from '../../test/harness/receiver.js';
+import { type Behaviour, type Received, type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { Config } from '../config/config.js';
@@ -760,8 +760,7 @@ describe('the worker', () => {
       await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules));
       w.integrationChanged(); // what IntegrationService.update does once the change committed
       release();
-      const deadline = Date.now() + 5_000;
-      while (!(await rowsOf(i.id))[0]?.closed_reason && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await until('the row closed', async () => (await rowsOf(i.id))[0]?.closed_reason, 5_000);
       expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 0, closed_reason: CLOSED_REASON, lease_token: null });
       expect(receiver.on('/claimed-disabled').length).toBe(0);
       await w.stop();
@@ -780,7 +779,8 @@ describe('the worker', () => {
         const ids: number[] = [];
         for (let n = 0; n < 5; n++) ids.push(await emit(1, 30 + n));
         expect(await consumer(w).handleBatch(await events(ids))).toBe(5);
-        await new Promise((r) => setTimeout(r, 400)); // the claims' read is stale now
+        // Kept: the claims' read must grow older than freshMs (300, set above); a shorter one could go stale again within the five attempts on a loaded machine.
+        await new Promise((r) => setTimeout(r, 400));
         release();
         await receiver.waitFor(5, '/claimed-backlog');
         await until('the outcomes written', async () => (await rowsOf(i.id)).every((r) => r.attempts === 1));
@@ -800,8 +800,7 @@ describe('the worker', () => {
       expect(await consumer(w).handleBatch(await events([e]))).toBe(1);
       await t.db.withTenant(1, (tx) => updateIntegration(tx, i.id, { enabled: false }, rules)); // not through this worker
       release();
-      const deadline = Date.now() + 5_000;
-      while (!(await rowsOf(i.id))[0]?.closed_reason && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await until('the row closed', async () => (await rowsOf(i.id))[0]?.closed_reason, 5_000);
       expect((await rowsOf(i.id))[0]).toMatchObject({ attempts: 0, closed_reason: CLOSED_REASON });
       expect(receiver.on('/claimed-stale').length).toBe(0);
       await w.stop();
@@ -916,6 +915,25 @@ describe('the tenant cap (svc.webhook.concurrency-per-tenant)', () => {
     await t.owner.query('update hub.integrations set enabled = false where tenant_id = any($1::bigint[])', [[tenantA, tenantB]]);
   }
 
+  /**
+   * The marker for "no request over the cap arrives": one more request to the hanging receiver, sent
+   * now, has arrived. Attempts over the cap would have started when they were offered (before tenant
+   * B's, which all went through), so their requests would have come before it. Returns the requests
+   * that came before the marker.
+   */
+  async function beforeMarker(receiver: Receiver): Promise<Received[]> {
+    const path = `/marker-${randomUUID()}`;
+    const gone = new AbortController();
+    const sent = fetch(`${receiver.url}${path}`, { signal: gone.signal }).catch(() => undefined);
+    try {
+      await receiver.waitFor(1, path);
+    } finally {
+      gone.abort();
+      await sent;
+    }
+    return receiver.received.slice(0, receiver.received.findIndex((r) => r.path === path));
+  }
+
   const delivered = async (integrationId: number) =>
     (await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and succeeded', [integrationId])).rows[0]!.n;
 
@@ -936,8 +954,7 @@ describe('the tenant cap (svc.webhook.concurrency-per-tenant)', () => {
       await until('tenant B\'s deliveries', async () => (await delivered(b.id)) === 10, 10_000);
       expect(Date.now() - started).toBeLessThan(10_000);
       // Tenant A never held more than its cap; its other attempts wait queued, none counted.
-      await new Promise((r) => setTimeout(r, 200)); // room for a request over the cap to arrive
-      expect(hanging.received).toHaveLength(CAP);
+      expect(await beforeMarker(hanging)).toHaveLength(CAP);
       const { rows } = await t.owner.query<{ attempts: number; n: number }>(
         'select attempts, count(*)::int as n from hub.deliveries where tenant_id = $1 group by attempts',
         [tenantA],
@@ -968,8 +985,7 @@ describe('the tenant cap (svc.webhook.concurrency-per-tenant)', () => {
       const sweeping = services.consumer.sweep(() => going);
       await until('tenant B\'s retries', async () => (await delivered(b.id)) === 30, 15_000);
       await hanging.waitFor(CAP);
-      await new Promise((r) => setTimeout(r, 200)); // room for a request over the cap to arrive
-      expect(hanging.received).toHaveLength(CAP);
+      expect(await beforeMarker(hanging)).toHaveLength(CAP);
       // Leased at most twice the tenant's cap (its queue never outgrows what a lease covers).
       const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where tenant_id = $1 and lease_until > now()', [tenantA]);
       expect(rows[0]!.n).toBe(2 * CAP);
