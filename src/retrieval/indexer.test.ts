@@ -20,6 +20,7 @@ import { startReceiver } from '../../test/harness/receiver.js';
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { until } from '../../test/harness/until.js';
 
 /**
  * Ingestion's hand-off as stored: a written chunk's pending entry carries its rows' hashes (1,000
@@ -103,21 +104,40 @@ describe('embedPending under a stop', () => {
   it('returns at once on the abort, writes nothing, and ignores the answer that comes later', async () => {
     const model = heldModel();
     const stop = new AbortController();
-    const pass = embedPending(t.db, model.port, 10, undefined, stop.signal);
-    while (model.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
+    // The database as the pass sees it, each transaction it opens recorded.
+    const opened: string[] = [];
+    const db = new Proxy(t.db, {
+      get(target, prop, receiver) {
+        if (prop === 'crossTenant') {
+          return (job: string, fn: (tx: Tx) => Promise<unknown>) => {
+            opened.push(job);
+            return target.crossTenant(job, fn);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const pass = embedPending(db, model.port, 10, undefined, stop.signal);
+    await until('the model called', () => model.calls.length > 0, { everyMs: 5 });
     const began = Date.now();
     stop.abort();
     expect(await pass).toBe(0);
+    // Not relative to a baseline: without the abort the pass waits for an answer that never comes.
     expect(Date.now() - began).toBeLessThan(1_000);
+    const before = opened.length;
     model.answer();
-    await new Promise((r) => setTimeout(r, 50));
+    // The marker: a macrotask after the answer; whatever would write it has asked for its transaction by then
+    // (the answer's continuations are promise callbacks, which all run before it).
+    await new Promise((r) => setImmediate(r));
+    expect(opened.slice(before)).toEqual([]);
     expect(await embedded()).toBe(0);
   });
 
   it('without a stop, the answer is written (the same model, so the test above can tell)', async () => {
     const model = heldModel();
     const pass = embedPending(t.db, model.port, 10, undefined, new AbortController().signal);
-    while (model.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await until('the model called', () => model.calls.length > 0, { everyMs: 5 });
     model.answer();
     expect(await pass).toBe(3);
     expect(await embedded()).toBe(3);
@@ -591,14 +611,14 @@ describe('embedPending: a text the model refuses, failures of the endpoint, a te
       },
     };
     const pass = embedPending(t.db, port, 8);
-    while (seen.length === 0) await new Promise((r) => setTimeout(r, 5));
+    await until('the model called', () => seen.length > 0, { everyMs: 5 });
     // The indexer names another table's row of that content meanwhile: the text changes, the vector is of the old one.
     await t.owner.query("update retrieval.chunks set content = 'ext.beta c1: name: Ada', table_name = 'ext.beta'");
     answer();
     expect(await pass).toBe(0);
     expect((await state()).map((s) => [s.content, s.embedded])).toEqual([['ext.beta c1: name: Ada', false]]);
     const next = embedPending(t.db, port, 8);
-    while (seen.length === 1) await new Promise((r) => setTimeout(r, 5));
+    await until('the model called again', () => seen.length > 1, { everyMs: 5 });
     answer();
     expect(await next).toBe(1);
     expect(seen).toEqual(['ext.alpha c1: name: Ada', 'ext.beta c1: name: Ada']);
