@@ -261,8 +261,8 @@ describe('leadership', () => {
       // A check (every 100 ms) sends its try (was: a sleep of 400 ms, which a loaded machine may let pass without one).
       await until('a check to send its try', () => tries > before, { everyMs: 5 });
       await clock.stop();
+      // The stop flags itself and waits for the check under way as it is called: the check wins after it.
       const stopping = leadership.stop();
-      await new Promise((r) => setTimeout(r, 100));
       process.kill(backend, 'SIGCONT');
       await stopping;
     } finally {
@@ -275,7 +275,7 @@ describe('leadership', () => {
     expect(won).toBe(1);
     // Was: the check that won ran the gated job on the stopped clock and told the onElected listeners
     // (the operator's start), neither waited for by anything, after the stop had stopped its work.
-    await new Promise((r) => setTimeout(r, 200));
+    // No wait for them: the stop has waited for the check, which would have done both before it ended.
     expect({ runs, elected }).toEqual({ runs: 0, elected: 0 });
     // Won, then given up by the stop: the lock is free.
     expect((await holder.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [key])).rows[0]!.ok).toBe(true);
