@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { deferred } from '../../test/harness/deferred.js';
+import { untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
+import { until } from '../../test/harness/until.js';
 import { readWatermark } from '../connectors/store.js';
 import { storeResume } from '../connectors/resume.js';
 import { activeRules, updateRule } from '../email/rules.js';
@@ -200,7 +202,7 @@ describe('email: the rule enabling of the version before the consumer waited for
     const reading = m.db.withTenant(1, (tx) => activeRules(tx, { awaitWrites: true })).finally(() => {
       readDone = true;
     });
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await untilEndedOrWaiting(m.owner, () => readDone, 'the consumer\'s read');
     // Was: the read did not wait, ran without the rule, and its readAt was after the rule's time.
     expect(readDone).toBe(false);
     commit();
@@ -251,14 +253,12 @@ describe('email: the rule enabling of the version before the consumer waited for
       oldStatementDone = true;
     });
     // The earlier version's statement has ended, or waits on a lock (this version's, or the row's).
-    for (;;) {
-      if (oldStatementDone) break;
-      if (oldPid) {
-        const { rows: waiting } = await m.owner.query('select 1 from pg_stat_activity where pid = $1 and wait_event_type = $2', [oldPid, 'Lock']);
-        if (waiting.length) break;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    await until('the earlier version\'s statement to end or wait on a lock', async () => {
+      if (oldStatementDone) return true;
+      if (!oldPid) return false;
+      const { rows: waiting } = await m.owner.query('select 1 from pg_stat_activity where pid = $1 and wait_event_type = $2', [oldPid, 'Lock']);
+      return waiting.length > 0;
+    }, { everyMs: 10 });
     resumed.resolve();
     const settled = await Promise.allSettled([current, previous]);
     const { rows: after } = await m.owner.query('select enabled from email.rules where id = $1', [id]);
