@@ -1,6 +1,7 @@
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { type EmbeddedDatabase, freePort, startEmbedded } from '../db/embedded.js';
@@ -17,9 +18,37 @@ import { until } from '../../test/harness/until.js';
 const dir = mkdtempSync(join(tmpdir(), 'svc-tail-outage-'));
 chmodSync(dir, 0o755);
 const servers: EmbeddedDatabase[] = [];
+let relay: Server | undefined;
+const relayed = new Set<Socket>();
+
+/** A TCP relay in front of the hub counting the stream's requests through it (the CLI's connections). */
+async function streamRequestsRelay(hubUrl: string): Promise<{ url: string; requests: () => number }> {
+  const upstream = new URL(hubUrl);
+  let requests = 0;
+  relay = createServer((client) => {
+    const server = connect(Number(upstream.port), upstream.hostname);
+    for (const socket of [client, server]) {
+      relayed.add(socket);
+      socket.on('error', () => undefined).on('close', () => {
+        relayed.delete(socket);
+        client.destroy();
+        server.destroy();
+      });
+    }
+    client.on('data', (chunk: Buffer) => {
+      requests += chunk.toString('latin1').match(/^GET \/api\/platform\/events\/stream/gm)?.length ?? 0;
+    });
+    client.pipe(server).pipe(client);
+  });
+  const listening = relay;
+  await new Promise<void>((resolve) => listening.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(listening.address() as { port: number }).port}`, requests: () => requests };
+}
 let hub: TestHub | undefined;
 
 afterAll(async () => {
+  for (const socket of relayed) socket.destroy();
+  await new Promise((resolve) => (relay ? relay.close(resolve) : resolve(undefined)));
   await hub?.stop().catch(() => undefined);
   for (const s of servers) await s.stop();
   rmSync(dir, { recursive: true, force: true });
@@ -36,7 +65,8 @@ describe('svc events tail through a database outage of the hub', () => {
     await servers[0]!.stop();
     // Started while the database is away, resuming after an event: every connection needs the
     // database (authentication, the resume), so each is the outage's answer until it is back.
-    const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: running.url, SVC_DEV_TENANT: '1' };
+    const counted = await streamRequestsRelay(running.url);
+    const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: counted.url, SVC_DEV_TENANT: '1' };
     const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), 'events', 'tail', '--since', String(first - 1)], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
@@ -44,8 +74,8 @@ describe('svc events tail through a database outage of the hub', () => {
     child.stderr.on('data', (d) => (err += d));
     const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
     try {
-      // Three of the outage's answers at least (one every 3 s).
-      await new Promise((r) => setTimeout(r, 10_000));
+      // Three of the outage's answers at least (one every 3 s): the third request answered once a fourth is sent.
+      await until('four requests of the stream', () => counted.requests() >= 4, { timeoutMs: 30_000, everyMs: 100, detail: () => `${counted.requests()}; ${err}` });
       expect(out).toBe('');
       servers.push(await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port }));
       const after: number[] = [];
@@ -58,8 +88,10 @@ describe('svc events tail through a database outage of the hub', () => {
         }
       }, { timeoutMs: 30_000, everyMs: 500 });
       await until('the events to be printed', () => out.split('\n').filter(Boolean).length >= 2, { timeoutMs: 20_000, detail: () => `${out}\n${err}` });
-      await new Promise((r) => setTimeout(r, 500));
-      expect(out.trimEnd().split('\n').map((l) => Number(l.split('  ')[1]))).toEqual([first, after[0]]);
+      // The marker: an event written after them is printed after anything printed of them again.
+      const marker = await emit(3);
+      await until('the marker event to be printed', () => out.includes(`  ${marker}  `), { timeoutMs: 20_000, detail: () => `${out}\n${err}` });
+      expect(out.trimEnd().split('\n').map((l) => Number(l.split('  ')[1]))).toEqual([first, after[0], marker]);
       expect(err.split('\n').filter(Boolean)).toEqual([
         'the hub closed the stream (database unavailable; reconnect with Last-Event-ID); reconnecting in 3000 ms',
         `reconnected after event ${first - 1}`,
