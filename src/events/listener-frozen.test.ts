@@ -87,7 +87,9 @@ describe('outbox listener, the database frozen', () => {
     let starting: Promise<void> | undefined;
     try {
       starting = listener.start();
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // The connect under way: its socket connected to the frozen server (the kernel's backlog), its startup unanswered.
+      const connecting = () => (listener as unknown as { connecting?: pg.Client & { connection: { stream: Socket } } }).connecting?.connection.stream;
+      await until('the connect to reach the server', () => connecting()?.readyState === 'open', { everyMs: 10 });
       const began = performance.now();
       expect(await within(listener.stop().then(() => 'stopped'), 20_000, 'still stopping after 20 s')).toBe('stopped');
       expect(performance.now() - began).toBeLessThan(2_000);
@@ -96,21 +98,26 @@ describe('outbox listener, the database frozen', () => {
     }
     // The start ends too (its connect cut), and keeps nothing.
     expect(await within(starting.then(() => 'ended'), 10_000, 'start still under way')).toBe('ended');
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
     // Was: the connect under way completed after the thaw and its connection stayed open, listening, after the stop.
+    // No wait: the start has ended, so its connect is over, kept or not.
     expect(listener.listening()).toBe(false);
-    expect(await listenerConnections()).toBe(0);
+    // The server's side of a connection cut by the client ends once the thawed server reads that (one kept never would).
+    await until('no listener connection on the server', async () => (await listenerConnections()) === 0);
   }, 60_000);
 
   it('a reconnect through a path that accepts and answers nothing (a proxy whose server is away) is given up and tried again: wake-ups resume once the server is reachable', async () => {
     // A TCP proxy on loopback: forwards to the server, or, while `away`, accepts and says nothing.
     let away = false;
+    let silent = 0;
     const sockets = new Set<Socket>();
     const proxy: Server = createServer((inbound) => {
       sockets.add(inbound);
       inbound.on('close', () => sockets.delete(inbound));
       inbound.on('error', () => undefined);
-      if (away) return;
+      if (away) {
+        silent++;
+        return;
+      }
       const outbound = createConnection({ host: '127.0.0.1', port: server.port });
       sockets.add(outbound);
       outbound.on('close', () => sockets.delete(outbound));
@@ -130,7 +137,7 @@ describe('outbox listener, the database frozen', () => {
       away = true;
       for (const socket of sockets) socket.destroy();
       await until('the listener to notice its connection gone', () => !listener.listening());
-      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      await until('a reconnect on the silent path', () => silent > 0, { timeoutMs: 20_000 });
       away = false;
       // Was: the reconnect waited for ever on the silent path; no wake-up came again.
       await until('the listener to listen again', () => listener.listening(), { timeoutMs: 20_000 });
