@@ -491,10 +491,15 @@ describe('the driver: the event stream while it is down', () => {
       // the hub ends the stream; the reconnection is refused for good (401), and that stays in view
       open!.end();
       await until('the stream stopped', () => streams === 3 && statusLine().startsWith('events: stopped'), { detail: statusLine });
+      const stoppedFrom = tui.statuses.length - 1;
       const refreshed = lists;
       await until('two more refreshes', () => lists >= refreshed + 8);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      expect(statusLine()).toMatch(/^events: stopped: Unauthorized; the stored token was refused \(expired\?\): svc login again \(HTTP 401\); restart svc tui to retry · /);
+      // The marker: a frame drawn after them (the last refresh's, or a later one).
+      const frames = tui.statuses.length;
+      await until('a frame after the refreshes', () => tui.statuses.length > frames);
+      for (const status of tui.statuses.slice(stoppedFrom)) {
+        expect(status).toMatch(/^events: stopped: Unauthorized; the stored token was refused \(expired\?\): svc login again \(HTTP 401\); restart svc tui to retry · /);
+      }
       await expect(tui.quit()).resolves.toBe(0);
       // the terminal restored: bracketed paste (turned on at the start) off, main screen
       expect(tui.last()).toBe('\x1b[?2004l\x1b[0m\x1b[?25h\x1b[?1049l');
