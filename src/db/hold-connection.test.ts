@@ -38,16 +38,18 @@ describe('holdConnection', () => {
           resolve(name);
         });
       });
+    // The marker: a macrotask, once every promise callback set off before it (a unit's end, the next one's start) has run.
+    const settled = () => new Promise((r) => setImmediate(r));
     const done = [db.holdConnection(1, unit('a1')), db.holdConnection(1, unit('a2')), db.holdConnection(1, unit('a3')), db.holdConnection(2, unit('b1'))];
-    await new Promise((r) => setTimeout(r, 10));
+    await settled();
     expect(order).toEqual(['a1', 'a2']);
     releases.shift()!();
-    await new Promise((r) => setTimeout(r, 10));
+    await settled();
     // Tenant 2 waited behind tenant 1's queue: its unit goes next, not a3.
     expect(order).toEqual(['a1', 'a2', 'b1']);
     while (releases.length > 0) {
       releases.shift()!();
-      await new Promise((r) => setTimeout(r, 10));
+      await settled();
     }
     await expect(Promise.all(done)).resolves.toEqual(['a1', 'a2', 'a3', 'b1']);
     expect(most).toBe(2);
