@@ -416,12 +416,27 @@ describe('the outcome writer', () => {
     const [old] = await leasedRows(1, token, "interval '500 milliseconds'");
     let underWay = 1;
     // The outcomes wait for company (others under way) for a minute: nothing is written meanwhile.
-    const writer = new OutcomeWriter({ tx: countingTx(), delayMs: 60_000, maxBatch: 100, maxPending: 1000, othersUnderWay: () => underWay, leaseMs: 2_000 });
+    // Each renewal: when it was sent, and once it was answered.
+    const counting = countingTx();
+    const renewals: Array<{ sentAt: number; answered?: boolean }> = [];
+    const tx: Tx = {
+      ...counting,
+      query: (async (text: string, values?: unknown[]) => {
+        if (!/^\s*update hub\.deliveries d set lease_until/.test(text)) return counting.query(text, values);
+        const renewal: { sentAt: number; answered?: boolean } = { sentAt: performance.now() };
+        renewals.push(renewal);
+        const result = await counting.query(text, values);
+        renewal.answered = true;
+        return result;
+      }) as Tx['query'],
+    };
+    const writer = new OutcomeWriter({ tx, delayMs: 60_000, maxBatch: 100, maxPending: 1000, othersUnderWay: () => underWay, leaseMs: 2_000 });
     const now = performance.now();
     const written = [writer.write(fresh!, token, ok(), now), writer.write(old!, token, ok(), now - 1_500)];
-    await new Promise((resolve) => setTimeout(resolve, 700));
-    // Past the 0.5 s the older lease had left, both hold for more than 1 s still: the older one was
-    // renewed at once (a renewal armed for the fresh one's half lease came 0.5 s after it ran out).
+    await until('the first renewal answered', () => renewals[0]?.answered);
+    // The older one was renewed at once, within the 0.5 s its lease had left (was: a renewal armed for
+    // the fresh one's half lease, 1 s on, 0.5 s after it ran out); both hold for more than 1 s now.
+    expect(renewals[0]!.sentAt - now).toBeLessThan(500);
     const { rows } = await t.owner.query("select id, lease_until > now() + interval '1 second' as holding from hub.deliveries where id = any($1::bigint[]) order by id", [[fresh, old]]);
     expect(rows.map((r) => r.holding)).toEqual([true, true]);
     underWay = 0;
@@ -472,8 +487,7 @@ describe('the outcome writer', () => {
     });
     expect(await sweeper.sweep()).toBe(2);
     await receiver.waitFor(before + 2, '/swept');
-    const deadline = Date.now() + 5_000;
-    while ((await rowsById(ids)).some((r) => r.attempts === 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until('the attempts written', async () => (await rowsById(ids)).every((r) => r.attempts !== 0), 5_000);
     await worker.stop();
     expect((await rowsById(ids)).map((r) => [r.attempts, r.succeeded, r.lease_token, r.journal])).toEqual([
       [1, true, null, [1]],
