@@ -7,6 +7,7 @@ import { EmbeddingUnavailable } from './embedding/errors.js';
 import { type EmbeddingPort, unitVector } from './embedding/port.js';
 import { encodeVector } from './vectors-codec.js';
 import { createRetrievalServices, indexedAnything, type RetrievalServices } from './services.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * Indexer processes of one model share the embedding work: each batch a pass sends to the model is
@@ -111,9 +112,10 @@ describe('two indexer processes of one model', () => {
     await chunks(10);
     const sent: string[] = [];
     // The first process's model never answers its call (the process is gone: nothing releases the claim).
-    const dying = hub(standInModel(sent, 5, () => 'hang'), { embedClaimMs: 3000 });
+    // A claim of 2 s (svc.retrieval.embed-claim shortened): the other process's first pass comes well within it.
+    const dying = hub(standInModel(sent, 5, () => 'hang'), { embedClaimMs: 2000 });
     void dying.indexPass();
-    while (sent.length < 10) await new Promise((r) => setTimeout(r, 5));
+    await until('the ten texts sent', () => sent.length >= 10, { everyMs: 5 });
     const claimedAt = Date.now();
     expect(await claimed()).toBe(10);
     const otherSent: string[] = [];
@@ -121,8 +123,9 @@ describe('two indexer processes of one model', () => {
     // While the claim holds, the other process sends none of those texts.
     expect(await other.indexPass()).toMatchObject({ embedded: 0 });
     expect(otherSent).toEqual([]);
-    if (Date.now() - claimedAt < 3000) expect(await embedded()).toBe(0);
-    while (Date.now() - claimedAt < 3100) await new Promise((r) => setTimeout(r, 50));
+    if (Date.now() - claimedAt < 2000) expect(await embedded()).toBe(0);
+    // Lapsed by the database's clock (the one the claim is taken and checked by).
+    await until('the claims to lapse', async () => (await t.owner.query<{ n: number }>('select count(*)::int as n from retrieval.chunks where embed_claimed_until > now()')).rows[0]!.n === 0, { everyMs: 50 });
     await passes(other);
     expect(await embedded()).toBe(10);
     expect(otherSent).toHaveLength(10);
@@ -156,7 +159,7 @@ describe('two indexer processes of one model', () => {
     const model = standInModel(sent, 5, () => 'hang');
     const claimer = hub(model);
     void claimer.indexPass();
-    while (sent.length < 10) await new Promise((r) => setTimeout(r, 5));
+    await until('the ten texts sent', () => sent.length >= 10, { everyMs: 5 });
     expect(await claimed()).toBe(10);
     const db = pools.at(-1)!;
     const { rows } = await db.crossTenantQuery<{ id: number; content: string }>('retrieval-embed', PICK_9BB2EA79, [100]);
@@ -174,7 +177,7 @@ describe('two indexer processes of one model', () => {
     const sent: string[] = [];
     const old = hub(standInModel(sent, 5, () => 'hang', 'old-model'));
     void old.indexPass();
-    while (sent.length < 10) await new Promise((r) => setTimeout(r, 5));
+    await until('the ten texts sent', () => sent.length >= 10, { everyMs: 5 });
     expect(await claimed()).toBe(10);
     const newSent: string[] = [];
     // A new process (its first check: it takes over) of another model.
