@@ -8,6 +8,7 @@ import { indexAll } from '../../test/harness/retrieval.js';
 import { type EmbeddingPort, unitVector } from './embedding/port.js';
 import { embedPending } from './indexer.js';
 import { createRetrievalServices, type RetrievalServices } from './services.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * A change of the embedding model while processes of both models run on one database (a rolling
@@ -139,7 +140,8 @@ describe('a model change while processes of the old and the new model run at onc
     ]);
     expect(await models()).toEqual([{ model: 'test:model-a', n: CHUNKS }]);
     // …and the old pod stops. Before, the chunks kept the old model's vectors, out of the new pod's search, until its restart.
-    await new Promise((r) => setTimeout(r, 700));
+    // Its lease (500 ms, modelLeaseMs) lapsed by the database's clock, which the check reads it by.
+    await until('the old model\'s lease to lapse', async () => (await t.owner.query<{ stale: boolean }>("select seen_at < now() - interval '500 milliseconds' as stale from retrieval.embedding_model")).rows[0]?.stale, { everyMs: 50 });
     const taking = captureLogs('info');
     try {
       await indexAll(newHub);
