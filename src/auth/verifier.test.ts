@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { Unavailable } from '../errors.js';
 import { freePort } from '../db/embedded.js';
@@ -97,6 +97,9 @@ describe('key discovery', () => {
     await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
     const jwksUri = `http://127.0.0.1:${(relay.address() as AddressInfo).port}/jwks`;
     const logs = captureLogs('info');
+    // The wall clock (Date: the verifier's and the key set cache's) is jest's, moved on by hand rather than slept; timers stay real.
+    jest.useFakeTimers({ now: Date.now(), doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+    const later = (ms: number) => jest.setSystemTime(Date.now() + ms);
     try {
       const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 60_000 } });
       const rs = () => issuer.mint({ tenant_id: 1 }, { alg: 'RS256' });
@@ -105,7 +108,7 @@ describe('key discovery', () => {
 
       // Past the key set's age, the provider answers 503: the keys fetched before verify the token.
       mode = 'down';
-      await new Promise((resolve) => setTimeout(resolve, 80));
+      later(80);
       await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
       expect(hits).toBe(2);
       expect(logs.lines().filter((l) => l.msg === 'identity provider unreachable: verifying tokens with the signing keys fetched last')).toHaveLength(1);
@@ -120,13 +123,13 @@ describe('key discovery', () => {
 
       // A provider that does not answer at all: after outageRetryMs one call waits for the fetch to give up, then it goes on.
       mode = 'hang';
-      await new Promise((resolve) => setTimeout(resolve, 350));
+      later(350);
       await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
       expect(hits).toBe(3);
 
       // Back up: after outageRetryMs the key set is fetched again and used.
       mode = 'up';
-      await new Promise((resolve) => setTimeout(resolve, 350));
+      later(350);
       await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
       expect(hits).toBe(4);
       await expect(verifier.verify(es)).rejects.toThrow(TokenRejected); // up: a key the set lacks is refused (401)
@@ -135,9 +138,10 @@ describe('key discovery', () => {
       const strict = new TokenVerifier({ issuer: issuer.issuer, jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 60 } });
       await expect(strict.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
       mode = 'down';
-      await new Promise((resolve) => setTimeout(resolve, 80));
+      later(80);
       await expect(strict.verify(await rs())).rejects.toThrow(Unavailable);
     } finally {
+      jest.useRealTimers();
       logs.restore();
       relay.closeAllConnections();
       await new Promise<void>((resolve) => relay.close(() => resolve()));
