@@ -75,7 +75,8 @@ describe('a run whose end meets an unavailable database', () => {
       const runId = triggered.runs[0]!.id;
       await until('the run\'s end to be refused twice', () => refusedEnds >= 2);
       // The sweep, with a staleness shorter than the outage so far: the heartbeat keeps the run alive.
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // Running for longer than that staleness by the database's clock: its heartbeat_at of the start would be stale now.
+      await until('the run older than the staleness', async () => (await owner.query('select started_at < now() - interval \'400 milliseconds\' as old from connectors.runs where id = $1', [runId])).rows[0]?.old);
       const swept = await hub.services.db.crossTenant('test-sweep', (tx) => failInterrupted(tx, 400, async () => {}));
       expect(swept.map((r) => r.id)).not.toContain(runId);
       outage = false;
