@@ -7,6 +7,7 @@ import { guardQuery } from './guards.js';
 import { memoryParts } from './plan-memory.js';
 import { AnalyticRefusal } from './refusal.js';
 import { runReadOnly } from './run.js';
+import { until } from '../../../test/harness/until.js';
 
 /**
  * The resources of one analytic statement against a real PostgreSQL (docs/analytic-guards.md, "Resources of one
@@ -44,21 +45,20 @@ describe('runReadOnly: the resources of one statement', () => {
     const { rows } = await t.owner.query<{ n: string }>(`select ${column}::text as n from pg_stat_database where datname = current_database()`);
     return Number(rows[0]!.n);
   }
-  /** The counter once the application role's connection has flushed its statistics. */
+  /**
+   * The counter once the application role's connection (the pool's one) has flushed its statistics: a backend
+   * told to (pg_stat_force_next_flush) flushes them before it says it is ready for the next query, so they are
+   * in the server's shared statistics once that call has answered; no wait after it.
+   */
   async function settled(column: 'parallel_workers_to_launch' | 'temp_files'): Promise<number> {
     await t.db.answerWithin('select pg_stat_force_next_flush()', 5000);
-    await new Promise((resolve) => setTimeout(resolve, 500));
     return counter(column);
   }
   /** Until the counter moves past `before` (statistics are flushed when a backend goes idle, at most once a second), or 10 s. */
   async function movedPast(column: 'parallel_workers_to_launch' | 'temp_files', before: number, db: Database = t.db): Promise<number> {
     await db.answerWithin('select pg_stat_force_next_flush()', 5000);
-    const until = Date.now() + 10_000;
-    let now = await counter(column);
-    while (now === before && Date.now() < until) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      now = await counter(column);
-    }
+    let now = before;
+    await until(`${column} past ${before}`, async () => (now = await counter(column)) !== before, { everyMs: 100 }).catch(() => undefined);
     return now;
   }
 
@@ -170,8 +170,8 @@ describe('runReadOnly: the resources of one statement', () => {
     expect(guarded).toMatchObject({ ok: true });
     if (!guarded.ok) return;
     const scans = async () => {
+      // Flushed before the call answers (see settled).
       await t.db.answerWithin('select pg_stat_force_next_flush()', 5000);
-      await new Promise((resolve) => setTimeout(resolve, 500));
       const { rows } = await t.owner.query<{ n: string }>("select seq_scan::text as n from pg_stat_user_tables where relid = 'ext_t7.small'::regclass");
       return Number(rows[0]!.n);
     };
