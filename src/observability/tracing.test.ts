@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { captureLogs } from '../../test/harness/log-capture.js';
+import { until } from '../../test/harness/until.js';
 import { startSilentEndpoint, type SilentEndpoint } from '../../test/harness/silent-endpoint.js';
 import { inSpan, startTracing, stopTracing } from './tracing.js';
 
@@ -17,6 +18,8 @@ afterAll(async () => {
 describe('stopping the tracing', () => {
   it('with a collector that does not answer: within the flush bound, no error, a warning', async () => {
     silent = await startSilentEndpoint();
+    const clientSockets = () => process.getActiveResourcesInfo().filter((r) => r === 'TCPSocketWrap').length;
+    const socketsBefore = clientSockets();
     startTracing({ endpoint: silent.url, serviceName: 'svc-hub-test' });
     await inSpan('a span to export', {}, async () => undefined);
     const logs = captureLogs('warn');
@@ -28,10 +31,10 @@ describe('stopping the tracing', () => {
       expect(logs.lines()).toEqual([expect.objectContaining({ level: 'warn', msg: 'the last traces were not exported' })]);
     } finally {
       logs.restore();
-      // The export given up on ends once its connection does (within the test, not after it).
+      // The export given up on ends once its connection does (within the test, not after it): its socket gone.
       await silent.close();
       silent = undefined;
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      await until('the export\'s connection closed', () => clientSockets() <= socketsBefore);
     }
   }, 30_000);
 });
