@@ -1,9 +1,10 @@
 import { createServer } from 'node:net';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { type Behaviour, type Receiver, type Received, startReceiver } from '../../../test/harness/receiver.js';
 import { EgressPolicy } from '../../egress/policy.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { OpenAiEmbedding, type OpenAiEmbeddingOptions } from './openai.js';
+import { until } from '../../../test/harness/until.js';
 
 /**
  * Against a stand-in for an OpenAI-compatible embeddings endpoint: the repo's scriptable HTTP peer
@@ -152,11 +153,16 @@ describe('OpenAiEmbedding against a stand-in OpenAI-compatible endpoint', () => 
     standIn.behave = () => ({ status: 503, headers: { 'retry-after': '30' }, body: 'busy' });
     const retrying = client({ timeoutMs: 60_000, maxRetries: 2 });
     const second = new AbortController();
-    const waiting = retrying.embed(['q'], second.signal);
-    await standIn.waitFor(2);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-    second.abort(reason);
-    await expect(waiting).rejects.toBe(reason);
+    // The marker that the client is in its wait: a timer of the 30 s asked for armed.
+    const timers = jest.spyOn(globalThis, 'setTimeout');
+    try {
+      const waiting = retrying.embed(['q'], second.signal);
+      await until('the wait before the retry', () => timers.mock.calls.some(([, ms]) => ms === 30_000), { everyMs: 5 });
+      second.abort(reason);
+      await expect(waiting).rejects.toBe(reason);
+    } finally {
+      timers.mockRestore();
+    }
     expect(Date.now() - left).toBeLessThan(5_000);
     expect(standIn.received).toHaveLength(2);
   });
