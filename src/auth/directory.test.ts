@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { Directory } from './directory.js';
 
@@ -20,24 +20,30 @@ const sizes = (directory: Directory) => {
   return { tenants: d.tenants.size, users: d.users.size };
 };
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** The caches' clock (Date) moved on by hand, not slept; timers stay real (the database client's). */
+function withWallClock<T>(work: (later: (ms: number) => void) => Promise<T>): Promise<T> {
+  jest.useFakeTimers({ now: Date.now(), doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+  return work((ms) => jest.setSystemTime(Date.now() + ms)).finally(() => jest.useRealTimers());
+}
 const identity = (subject: string) => ({ tenantId: 1, issuer: 'https://idp.example', subject });
 
 describe('Directory caches', () => {
   it('keep no more than maxEntries once the entries past them are stale: every user ever seen does not stay in memory', async () => {
     const directory = new Directory(testDb.db, 20, 5);
-    for (let n = 0; n < 5; n++) {
-      await directory.userFor(identity(`sub-${n}`));
-      await directory.requireActiveTenant(TENANTS[n]!);
-    }
-    expect(sizes(directory)).toEqual({ tenants: 5, users: 5 });
-    await sleep(30);
-    for (let n = 5; n < TENANTS.length; n++) {
-      await directory.userFor(identity(`sub-${n}`));
-      await directory.requireActiveTenant(TENANTS[n]!);
-      if (n % 20 === 0) await sleep(25);
-    }
-    const { tenants, users } = sizes(directory);
+    const { tenants, users } = await withWallClock(async (later) => {
+      for (let n = 0; n < 5; n++) {
+        await directory.userFor(identity(`sub-${n}`));
+        await directory.requireActiveTenant(TENANTS[n]!);
+      }
+      expect(sizes(directory)).toEqual({ tenants: 5, users: 5 });
+      later(30);
+      for (let n = 5; n < TENANTS.length; n++) {
+        await directory.userFor(identity(`sub-${n}`));
+        await directory.requireActiveTenant(TENANTS[n]!);
+        if (n % 20 === 0) later(25);
+      }
+      return sizes(directory);
+    });
     expect(tenants).toBeLessThan(45);
     expect(users).toBeLessThan(45);
   });
