@@ -81,8 +81,7 @@ describe('live stream bounds', () => {
       },
     });
     for (let i = 1; i <= 10; i++) await emit(i);
-    const deadline = Date.now() + 3000;
-    while (!ended && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await until('the subscriber ended', () => ended, 3000);
     expect(ended).toBe('client too slow');
     expect(sub.closed).toBe(true);
     expect(delivered).toEqual([1, 2, 3]);
@@ -111,19 +110,23 @@ describe('live stream bounds', () => {
       const drops = () => (sub as unknown as { drops: number }).drops;
       // Live events while the catch-up waits: more than it may queue (5), so some are dropped.
       const live: number[] = [];
-      const makeRoom = async () => {
-        while (!sub.live) {
-          await new Promise((r) => setTimeout(r, 5));
-          if (waiting) {
-            const go = waiting;
-            waiting = undefined;
-            go();
-          }
-        }
-      };
+      const makeRoom = () =>
+        until(
+          'the catch-up to go live',
+          () => {
+            if (waiting) {
+              const go = waiting;
+              waiting = undefined;
+              go();
+            }
+            return sub.live;
+          },
+          { everyMs: 5 },
+        );
+      const polled = () => (own as unknown as { position?: { id: number } }).position?.id ?? 0;
       for (let i = 1; i <= 30; i++) {
         live.push(await emit(6000 + i));
-        if (i % 10 === 0) await new Promise((r) => setTimeout(r, 60)); // the poller passes them
+        if (i % 10 === 0) await until('the poller past them', () => polled() >= live.at(-1)!, { everyMs: 5 });
       }
       expect(sub.live).toBe(false);
       expect(drops()).toBeGreaterThan(0);
@@ -131,8 +134,7 @@ describe('live stream bounds', () => {
       await sub.caughtUp;
       // Live now: delivered directly.
       const after = await emit(7000);
-      const deadline = Date.now() + 3000;
-      while (!delivered.includes(after) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      await until('the live event delivered', () => delivered.includes(after), 3000);
       expect(delivered).toEqual([...backlog, ...live, after]);
     } finally {
       await own.stop();
