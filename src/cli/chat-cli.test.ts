@@ -11,6 +11,7 @@ import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { indexAll } from '../../test/harness/retrieval.js';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { main } from './main.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * `svc chat` against a real hub (tokens of a real issuer on loopback, so the caller is a hub user
@@ -83,15 +84,11 @@ beforeAll(async () => {
     const started = await call('POST', `/api/connectors/${name}/runs`, {});
     expect(started.status).toBe(202);
     const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
-    for (let i = 0; ; i++) {
-      const run = (await call('GET', `/api/platform/runs/${id}`)).body as { status: string };
-      if (run.status !== 'Running') {
-        expect(run.status).toBe('Completed');
-        break;
-      }
-      if (i > 600) throw new Error(`run ${id} did not end`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    const status = await until(`run ${id} to end`, async () => {
+      const { status } = (await call('GET', `/api/platform/runs/${id}`)).body as { status: string };
+      return status !== 'Running' && status;
+    }, { timeoutMs: 30_000, everyMs: 50 });
+    expect(status).toBe('Completed');
   }
   await indexAll(hub.services.retrieval);
   expect(await call('PUT', '/api/platform/users/me/scope', { defaultScope: 'partners' })).toMatchObject({ status: 200, body: { defaultScope: 'partners' } });

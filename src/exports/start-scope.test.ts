@@ -73,15 +73,14 @@ const reapplyToSales = (name: string) => async () => {
 async function outcome(start: () => Promise<{ id: string }>): Promise<string> {
   try {
     const run = await start();
-    for (let k = 0; k < 100; k++) {
+    const ended = async () => {
       const { rows } = await owner.query<{ status: string; failure_code: string | null; failure_reason: string | null }>(
         'select status, failure_code, failure_reason from exports.runs where id = $1',
         [run.id],
       );
-      if (rows[0]!.status !== 'Running') return `${rows[0]!.status} ${rows[0]!.failure_code}: ${rows[0]!.failure_reason}`;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    return 'still running';
+      return rows[0]!.status !== 'Running' && `${rows[0]!.status} ${rows[0]!.failure_code}: ${rows[0]!.failure_reason}`;
+    };
+    return await until('the run to end', ended, { everyMs: 100 }).catch(() => 'still running');
   } catch (err) {
     if (err instanceof ScopeNotGranted) return 'refused: scope not granted';
     throw err;

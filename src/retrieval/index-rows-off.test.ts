@@ -6,6 +6,7 @@ import type pg from 'pg';
 import { type Client, devClient, ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { indexAll } from '../../test/harness/retrieval.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * `svc.retrieval.index-rows=false` after rows were indexed: a hub indexing rows and a hub that does
@@ -47,12 +48,11 @@ async function run(hub: TestHub): Promise<void> {
   const started = await admin.post('/api/connectors/people/runs', {});
   expect(started.status).toBe(202);
   const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
-  for (let i = 0; ; i++) {
-    const status = ((await admin.get(`/api/platform/runs/${id}`)).body as { status: string }).status;
-    if (status !== 'Running') return expect(status).toBe('Completed');
-    if (i > 600) throw new Error(`run ${id} did not end`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  const status = await until(`run ${id} to end`, async () => {
+    const { status } = (await admin.get(`/api/platform/runs/${id}`)).body as { status: string };
+    return status !== 'Running' && status;
+  }, { timeoutMs: 30_000, everyMs: 50 });
+  expect(status).toBe('Completed');
 }
 
 async function chunks(): Promise<Array<{ key: string; cites: boolean }>> {

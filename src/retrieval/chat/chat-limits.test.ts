@@ -5,6 +5,7 @@ import { type Client, devClient } from '../../../test/harness/api-client.js';
 import { type ChatModel, startChatModel } from '../../../test/harness/chat-model.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { demoPartnersConnector, indexAll } from '../../../test/harness/retrieval.js';
+import { until } from '../../../test/harness/until.js';
 
 /**
  * Semantic chat against a model of a small context window: a scripted stand-in for an
@@ -38,10 +39,7 @@ beforeAll(async () => {
   expect(applied.status).toBe(201);
   const started = await admin.post('/api/connectors/crm/runs', {});
   const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
-  for (let i = 0; (((await admin.get(`/api/platform/runs/${id}`)).body as { status: string }).status === 'Running'); i++) {
-    if (i > 600) throw new Error('the run did not end');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await until('the run to end', async () => ((await admin.get(`/api/platform/runs/${id}`)).body as { status: string }).status !== 'Running', { timeoutMs: 30_000, everyMs: 50 });
   await indexAll(hub.services.retrieval);
 }, 120_000);
 
