@@ -9,6 +9,7 @@ import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { OutboxLoop, Postpone } from './outbox-loop.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
+import { deferred } from '../../test/harness/deferred.js';
 
 /**
  * The loop's wake-ups with a sweep far away (60 s): NOTIFY during a pass makes the pass go round
@@ -64,6 +65,8 @@ afterAll(async () => {
 describe('outbox loop wake-ups', () => {
   it('an event written during a pass is handled right after it, not at the next sweep', async () => {
     const seen: number[] = [];
+    // The first event is handled until the second's NOTIFY has reached the listener: it comes during the pass.
+    const notified = deferred();
     const clock = new ClockRunner();
     const loop = new OutboxLoop(t.db, {
       name: 'wake-during-pass',
@@ -71,15 +74,20 @@ describe('outbox loop wake-ups', () => {
       batch: 10,
       handle: async (event) => {
         seen.push(event.payload.orgId as number);
-        if (event.payload.orgId === 1) await new Promise((r) => setTimeout(r, 300));
+        if (event.payload.orgId === 1) await notified.promise;
       },
     });
     await loop.start(clock, listener);
     clock.start();
     await emit(1);
     await until('the first event', () => seen.length === 1);
-    await emit(2); // NOTIFY arrives while the first is still being handled
-    await until('the second event', () => seen.length === 2, 2_000);
+    const off = listener.onEvent(() => notified.resolve());
+    try {
+      await emit(2); // NOTIFY arrives while the first is still being handled
+      await until('the second event', () => seen.length === 2, 2_000);
+    } finally {
+      off();
+    }
     expect(seen).toEqual([1, 2]);
     loop.stop();
     await clock.stop();
@@ -222,11 +230,7 @@ describe('outbox loop wake-ups', () => {
     await emit(21);
     // Other suites' transactions on the server may hold the events back for a moment: drain until both came.
     let handled = 0;
-    const deadline = Date.now() + 5_000;
-    while (handled < 2 && Date.now() < deadline) {
-      handled += await loop.drain();
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    await until('both events handed over', async () => (handled += await loop.drain()) >= 2, { timeoutMs: 5_000, everyMs: 20 }).catch(() => undefined);
     expect(batches.failures).toBe(1);
     expect(batches.seen).toEqual([20, 21]);
     expect(await loop.drain()).toBe(0);

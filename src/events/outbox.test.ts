@@ -34,12 +34,9 @@ afterAll(async () => {
  * whole server (other test files share it), so an event may take a moment to appear.
  */
 async function nextUntil(consumer: OutboxConsumer, count: number) {
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const events = await consumer.next(100);
-    if (events.length >= count || Date.now() > deadline) return events;
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  let events: Awaited<ReturnType<OutboxConsumer['next']>> = [];
+  await until(`${count} events`, async () => (events = await consumer.next(100)).length >= count, { everyMs: 50 }).catch(() => undefined);
+  return events;
 }
 
 const orgCreated = (orgId: number) => ({ orgId, tenantId: 201, name: `org ${orgId}` });
