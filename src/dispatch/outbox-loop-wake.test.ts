@@ -230,7 +230,14 @@ describe('outbox loop wake-ups', () => {
     await emit(21);
     // Other suites' transactions on the server may hold the events back for a moment: drain until both came.
     let handled = 0;
-    await until('both events handed over', async () => (handled += await loop.drain()) >= 2, { timeoutMs: 5_000, everyMs: 20 }).catch(() => undefined);
+    await until(
+      'both events handed over',
+      async () => {
+        handled += await loop.drain();
+        return handled >= 2;
+      },
+      { timeoutMs: 5_000, everyMs: 20 },
+    ).catch(() => undefined);
     expect(batches.failures).toBe(1);
     expect(batches.seen).toEqual([20, 21]);
     expect(await loop.drain()).toBe(0);

@@ -35,7 +35,14 @@ afterAll(async () => {
  */
 async function nextUntil(consumer: OutboxConsumer, count: number) {
   let events: Awaited<ReturnType<OutboxConsumer['next']>> = [];
-  await until(`${count} events`, async () => (events = await consumer.next(100)).length >= count, { everyMs: 50 }).catch(() => undefined);
+  await until(
+    `${count} events`,
+    async () => {
+      events = await consumer.next(100);
+      return events.length >= count;
+    },
+    { everyMs: 50 },
+  ).catch(() => undefined);
   return events;
 }
 

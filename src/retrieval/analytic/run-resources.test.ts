@@ -58,7 +58,14 @@ describe('runReadOnly: the resources of one statement', () => {
   async function movedPast(column: 'parallel_workers_to_launch' | 'temp_files', before: number, db: Database = t.db): Promise<number> {
     await db.answerWithin('select pg_stat_force_next_flush()', 5000);
     let now = before;
-    await until(`${column} past ${before}`, async () => (now = await counter(column)) !== before, { everyMs: 100 }).catch(() => undefined);
+    await until(
+      `${column} past ${before}`,
+      async () => {
+        now = await counter(column);
+        return now !== before;
+      },
+      { everyMs: 100 },
+    ).catch(() => undefined);
     return now;
   }
 
