@@ -34,7 +34,8 @@ describe('a connection ended by the server while checked out', () => {
         const { rows } = await tx.query<{ pid: number }>('select pg_backend_pid() as pid');
         // Killed between two statements: no query in flight, the client idle but checked out.
         await t.owner.query('select pg_terminate_backend($1)', [rows[0]!.pid]);
-        await new Promise((r) => setTimeout(r, 200));
+        // Gone from pg_stat_activity once it has said FATAL and closed the connection: the client hears it while idle.
+        await until('the backend gone', async () => (await t.owner.query('select 1 from pg_stat_activity where pid = $1', [rows[0]!.pid])).rows.length === 0, { everyMs: 10 });
         await tx.query('select 1');
       });
       await expect(failed).rejects.toThrow();

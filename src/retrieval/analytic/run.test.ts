@@ -7,6 +7,7 @@ import { guardQuery } from './guards.js';
 import { AnalyticRefusal } from './refusal.js';
 import { runReadOnly } from './run.js';
 import type { SchemaCard } from './schema-card.js';
+import { until } from '../../../test/harness/until.js';
 
 const card: SchemaCard = {
   scope: 'sales',
@@ -122,10 +123,7 @@ describe('runReadOnly', () => {
         () => 'answered',
         (err: unknown) => err,
       );
-      while ((await sleeping()) === 0) {
-        if (Date.now() - started > 10_000) throw new Error('the statement never started');
-        await new Promise((r) => setTimeout(r, 20));
-      }
+      await until('the statement to start', async () => (await sleeping()) > 0, { everyMs: 20 });
       gone.abort(reason);
       // Without the cancel, the statement ran on to its 25 s timeout holding its connection.
       expect(await running).toBe(reason);
