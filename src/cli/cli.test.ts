@@ -14,6 +14,7 @@ import { cancelled, exportCancelled } from './commands.js';
 import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
+import { until } from '../../test/harness/until.js';
 import { main } from './main.js';
 import { printable } from './output.js';
 
@@ -1353,8 +1354,7 @@ describe('the executable', () => {
         try {
           const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
           // the first rows reached the temporary file beside FILE
-          const deadline = Date.now() + 15_000;
-          while (!readdirSync(folder).some((name) => name.endsWith('.part') && statSync(join(folder, name)).size > 0) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+          await until('rows in the .part file', () => readdirSync(folder).some((name) => name.endsWith('.part') && statSync(join(folder, name)).size > 0), { timeoutMs: 15_000, everyMs: 50 });
           expect(readdirSync(folder).filter((name) => name.endsWith('.part'))).toHaveLength(1);
           child.kill(signal);
           let timer: NodeJS.Timeout | undefined;
@@ -1382,11 +1382,15 @@ describe('the executable', () => {
       child.stderr.on('data', (d) => (err += d));
       const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
       // The stream starts at the newest event once connected: emit until the child prints one.
-      const deadline = Date.now() + 15_000;
-      while (!out.includes('org.created') && Date.now() < deadline) {
-        await hub.services.db.withTenant(1, (tx) => hub.services.events.emit(tx, 'org.created', { orgId: 9, tenantId: 1, name: 'Tail' }));
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      await until(
+        'the child to print an event',
+        async () => {
+          if (out.includes('org.created')) return true;
+          await hub.services.db.withTenant(1, (tx) => hub.services.events.emit(tx, 'org.created', { orgId: 9, tenantId: 1, name: 'Tail' }));
+          return false;
+        },
+        { timeoutMs: 15_000, everyMs: 200, detail: () => err },
+      );
       const [first] = out.split('\n');
       expect(first).toMatch(/^\S+Z {2}\d+ {2}org\.created {2}\{.*\}$/);
       expect(JSON.parse(first!.split('  ')[3]!)).toEqual({ orgId: 9, tenantId: 1, name: 'Tail' });
