@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * A transaction's opening statements (`begin`, the tenant setting) travel in one message with its
@@ -154,7 +155,8 @@ describe("a transaction's opening travels with its first statement", () => {
   it('cross-tenant work opens its transaction with its first statement too', async () => {
     const same = await t.db.crossTenant('test', async (tx) => {
       const first = await tx.query<{ at: string }>('select now()::text as at');
-      await new Promise((r) => setTimeout(r, 5));
+      // The database's clock past that now(): a statement outside its transaction would read a later one.
+      await until('the clock past the first statement', async () => (await t.owner.query('select clock_timestamp() > $1::timestamptz as later', [first.rows[0]!.at])).rows[0].later, { everyMs: 1 });
       const second = await tx.query<{ same: boolean }>('select now()::text = $1 as same', [first.rows[0]!.at]);
       return second.rows[0]!.same;
     });

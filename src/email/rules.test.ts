@@ -11,6 +11,7 @@ import { RENDERED_MAX } from './templates.js';
 import {
   createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, MAX_RULES, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
 } from './rules.js';
+import { untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 
 let testDb: MigratedDatabase;
 let db: Database;
@@ -84,7 +85,7 @@ describe('rules in the database', () => {
     expect((over as Error).message).toBe(`this tenant has ${MAX_RULES} e-mail rules, the most it may have (${MAX_RULES}): delete one first, or give a rule more patterns or recipients`);
     // Creates at once cannot pass the count together (one at a time per tenant).
     await t2((tx) => deleteRule(tx, made.at(-1)!));
-    // Each create, once it has counted, waits (up to 500 ms) for the other to have counted too.
+    // Each create, once it has counted, waits for the other to have counted too, or to wait on a lock (one at a time).
     let counted = 0;
     const slowAfterCount = (tx: Tx): Tx => ({
       ...tx,
@@ -92,7 +93,7 @@ describe('rules in the database', () => {
         const result = await tx.query(text, values);
         if (text.includes('count(*)')) {
           counted += 1;
-          for (let waited = 0; counted < 2 && waited < 500; waited += 10) await new Promise((r) => setTimeout(r, 10));
+          await untilEndedOrWaiting(testDb.owner, () => counted >= 2, 'the other create to count');
         }
         return result;
       }) as Tx['query'],
