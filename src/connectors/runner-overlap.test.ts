@@ -9,6 +9,7 @@ import { ConnectorRunner, type PageReader } from './runner.js';
 import { applyConnector } from './store.js';
 import { currentContext, runWithContext } from '../observability/context.js';
 import type { ConnectorSpec } from './types.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * The runner overlaps reading with writing (three chunks in flight, each in its own transaction): the
@@ -58,7 +59,7 @@ describe('the runner', () => {
       async rowsWritten(_tx, batch) {
         const page = (batch.rows[0]!.data as { page: number }).page;
         log.push(`write ${page} begins`);
-        await new Promise((r) => setTimeout(r, 200));
+        await new Promise((r) => setTimeout(r, 200)); // a slow write (kept: the reads meanwhile are what is tested)
         log.push(`write ${page} ends`);
       },
     };
@@ -133,7 +134,7 @@ describe('the runner', () => {
     // written again merged, so chunk 3 begins after chunk 2 has met the stored keys.
     const slowFirst: RowIndexer = { rowsWritten: async (_tx, batch) => void (await new Promise((r) => setTimeout(r, (batch.rows[0]!.data as { page: number }).page === 1 ? 200 : 0))) };
     const afterMerge = async (n: number) => {
-      while (n === 3 && !writes.some((w) => w.page === 2 && w.merge)) await new Promise((r) => setTimeout(r, 5));
+      if (n === 3) await until('chunk 2 written again merged', () => writes.some((w) => w.page === 2 && w.merge), { everyMs: 5 });
     };
     const [run] = await (await runner(slowFirst, recording).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, [], afterMerge) })).done;
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 50, recordsOut: 50, deadLetterCount: 0 });
@@ -215,7 +216,7 @@ describe('the runner', () => {
       async rowsWritten(_tx, batch) {
         contexts.push({ connector: batch.connectorName, job: currentContext()?.job });
         most = Math.max(most, ++writing);
-        await new Promise((r) => setTimeout(r, 30));
+        await new Promise((r) => setTimeout(r, 30)); // a write that takes its time (kept: the others' overlap is what is counted)
         writing--;
       },
     };
