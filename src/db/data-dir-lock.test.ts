@@ -95,13 +95,19 @@ function contender(lockDirs: string[], { ownPidNamespace = false, earlier = fals
   child.stdout!.on('data', (d) => (out += d));
   const exited = new Promise<never>((_, reject) => child.once('exit', (code) => reject(new Error(`contender exited ${code}: ${err}`))));
   // Its own lines only ('ready', then the results): log lines go by.
-  const lines = async (n: number): Promise<string[]> => {
-    for (;;) {
-      const got = out.split('\n').filter((line) => line === 'ready' || line.startsWith('['));
-      if (got.length >= n) return got;
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 20))]);
-    }
-  };
+  // Looked at on each output (after `out` took it), not every 20 ms.
+  const lines = (n: number): Promise<string[]> =>
+    new Promise((resolve, reject) => {
+      const look = () => {
+        const got = out.split('\n').filter((line) => line === 'ready' || line.startsWith('['));
+        if (got.length < n) return;
+        child.stdout!.off('data', look);
+        resolve(got);
+      };
+      child.stdout!.on('data', look);
+      exited.catch(reject);
+      look();
+    });
   const ready = lines(1);
   const done = lines(2).then((got) => JSON.parse(got[1]!) as string[]);
   return { child, ready, done };
