@@ -7,6 +7,7 @@ import { startDemoSource } from '../demo-source/server.js';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { retained } from '../../test/harness/memory.js';
+import { until } from '../../test/harness/until.js';
 
 /**
  * What a run holds of its rows is bounded by its chunks, whatever the number of rows it reads: a run over the HTTP
@@ -95,11 +96,14 @@ describe('a connector run over the HTTP engine', () => {
       // just as this POST goes out on it, when the first sample's full collections stall this process: ECONNRESET).
       const res = await fetchOn(`${hub.url}/api/connectors/many-pages/runs`, { dispatcher: start, method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{}' });
       const { runs } = (await res.json()) as { runs: Array<{ id: string }> };
-      for (;;) {
-        const record = (await (await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}`, { headers: H })).json()) as Record<string, unknown>;
-        if (record.status !== 'Running') return record;
-        await sleep(200);
-      }
+      return until(
+        'the run to end',
+        async () => {
+          const record = (await (await fetch(`${hub.url}/api/platform/runs/${runs[0]!.id}`, { headers: H })).json()) as Record<string, unknown>;
+          return record.status !== 'Running' && record;
+        },
+        { timeoutMs: 240_000, everyMs: 200 },
+      );
     });
     await start.close();
     expect(run).toMatchObject({ status: 'Completed', recordsIn: DEMO_ROWS, recordsOut: DEMO_ROWS });
