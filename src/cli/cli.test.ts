@@ -1200,7 +1200,7 @@ describe('deliveries, dead letters and events', () => {
         await hub.services.events.emit(tx, 'org.updated', { orgId: 5, tenantId: 1 });
         await hub.services.events.emit(tx, 'org.created', { orgId: 5, tenantId: 1, name: 'Ops' });
       });
-      await Promise.race([arrived, new Promise((resolve) => setTimeout(resolve, 200))]);
+      await Promise.race([arrived, new Promise((resolve) => setTimeout(resolve, 200))]); // until the marker arrives; then again
     }
     stop.abort();
     const result = await tailing;

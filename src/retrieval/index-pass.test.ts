@@ -61,7 +61,7 @@ it('expanding pending entries written as fast as they are expanded takes a pass\
         `insert into retrieval.pending (tenant_id, connector_id, corpus, endpoint_uuid, table_name, row_hashes)
          select 1, gen_random_uuid(), 'crm', gen_random_uuid(), 'ext.gone', array[md5(i::text)] from generate_series(1, 20) as i`,
       );
-      await new Promise((r) => setTimeout(r, 50));
+      await new Promise((r) => setTimeout(r, 50)); // kept: a slow step, so the pass outlasts its budget (passBudgetMs, shortened to 500 ms)
     }
     return crossTenant(job, fn);
   }) as typeof db.crossTenant;

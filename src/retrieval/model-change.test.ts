@@ -169,7 +169,7 @@ describe('a model change while processes of the old and the new model run at onc
       async embed(texts) {
         if (++calls === 8) oldPass = oldHub.indexPass();
         await oldPass;
-        await new Promise((r) => setTimeout(r, 100));
+        await new Promise((r) => setTimeout(r, 100)); // kept: a slow model, so the pass outlasts the lease (modelLeaseMs, 500 ms)
         return b.embed(texts);
       },
     };
@@ -280,7 +280,7 @@ describe('a model change while processes of the old and the new model run at onc
       if (job === 'retrieval-index') {
         if (++steps === 3) oldPass = oldHub.indexPass();
         await oldPass;
-        await new Promise((r) => setTimeout(r, 400));
+        await new Promise((r) => setTimeout(r, 400)); // kept: a busy database, so the expansion outlasts the lease (modelLeaseMs, 500 ms)
       }
       return crossTenant(job, fn);
     }) as typeof slow.crossTenant;
