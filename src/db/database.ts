@@ -9,7 +9,7 @@ import { SlotPool } from '../concurrency/slot-pool.js';
 import { CopyRecords } from './copy-records.js';
 import { NoTenantError } from '../errors.js';
 import { annotateContext, carryIntoQueuedJobs, currentContext, runWithContext } from '../observability/context.js';
-import { inSpan, SpanKind } from '../observability/tracing.js';
+import { inSpan, SpanKind, tracingOn } from '../observability/tracing.js';
 import { type Opening, queryAfterOpening } from './opening-query.js';
 import { endPool, resilientPool } from './pool.js';
 import { DEFAULT_ANALYTIC_ROLE } from './roles.js';
@@ -411,6 +411,8 @@ function inTenantContext<T>(id: number, work: () => Promise<T>): Promise<T> {
   return runWithContext({ tenantId: String(id) }, work);
 }
 
+const NO_ATTRIBUTES = {};
+
 /**
  * One statement in a span; with `opening`, the statements that open its transaction go with it (one
  * round trip); with `types`, its values are read by those parsers (QueryOptions.types).
@@ -423,16 +425,19 @@ function traced<R extends pg.QueryResultRow>(
   name?: string,
   types?: pg.CustomTypesConfig,
 ): Promise<pg.QueryResult<R>> {
+  const run = () =>
+    opening
+      ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values, name, types)
+      : name || types
+        ? client.query<R>({ name, text, values: values as unknown[], types })
+        : client.query<R>(text, values as unknown[]);
+  // With tracing off, no span's name and attributes are made from the text (every statement of every request).
+  if (!tracingOn()) return inSpan('', NO_ATTRIBUTES, run);
   const operation = /^\s*(\w+)/.exec(text)?.[1]?.toUpperCase() ?? 'SQL';
   return inSpan(
     `db ${operation}`,
     { 'db.system.name': 'postgresql', 'db.query.text': text.length > 2000 ? `${text.slice(0, 2000)}…` : text, 'db.operation.name': operation },
-    () =>
-      opening
-        ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values, name, types)
-        : name || types
-          ? client.query<R>({ name, text, values: values as unknown[], types })
-          : client.query<R>(text, values as unknown[]),
+    run,
     SpanKind.CLIENT,
   );
 }

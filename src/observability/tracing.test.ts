@@ -38,3 +38,24 @@ describe('stopping the tracing', () => {
     }
   }, 30_000);
 });
+
+describe('spans while tracing is off', () => {
+  it('run the work at once in a span that records nothing, and answer what it answers or throws', async () => {
+    let ran = false;
+    const answered = inSpan('work', { a: 1 }, async (span) => {
+      ran = true;
+      expect(span.isRecording()).toBe(false);
+      span.setAttribute('b', 2).updateName('renamed').end();
+      return 42;
+    });
+    // At once, as with tracing on (startActiveSpan runs its callback before it returns): copyOut relies on it.
+    expect(ran).toBe(true);
+    await expect(answered).resolves.toBe(42);
+    await expect(inSpan('fails', {}, async () => Promise.reject(new Error('refused')))).rejects.toThrow('refused');
+    // A throw before the work's first await is a rejection too, never a throw out of inSpan.
+    const thrown = inSpan('throws', {}, () => {
+      throw new Error('at once');
+    });
+    await expect(thrown).rejects.toThrow('at once');
+  });
+});
