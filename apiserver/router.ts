@@ -152,10 +152,10 @@ const READ_HEADERS = ['authorization', 'x-tenant-id', 'x-impersonate-tenant', 'x
 function refuseUnstorableHeaders(ctx: Context): void {
   for (const name of READ_HEADERS) {
     const value = ctx.headers[name];
-    for (const text of ([] as string[]).concat(value ?? [])) {
-      const reason = unstorableText(text);
-      if (reason) throw new ValidationError(`header ${name} ${reason}`, name);
-    }
+    if (value === undefined) continue;
+    // One value, or the values of a header given more than once (Node joins most; some it keeps as a list).
+    const reason = typeof value === 'string' ? unstorableText(value) : value.map(unstorableText).find((r) => r !== undefined);
+    if (reason) throw new ValidationError(`header ${name} ${reason}`, name);
   }
 }
 

@@ -95,6 +95,10 @@ export function findUnstorableText(value: unknown, root: string, maxDepth = MAX_
     return reason ? { field: root, reason } : undefined;
   }
   if (typeof value !== 'object' || value === null) return undefined;
+  if (!Array.isArray(value)) {
+    const flat = flatUnstorableText(value as Record<string, unknown>, root);
+    if (flat !== NOT_FLAT) return flat;
+  }
   // Depth first in document order: each frame is an object or array being read, with where it is in it.
   type Frame = { value: object; keys: string[] | undefined; next: number; parent: Frame | undefined; key: string | number; depth: number };
   const pathOf = (frame: Frame, last: string | number): string => {
@@ -134,6 +138,26 @@ export function findUnstorableText(value: unknown, root: string, maxDepth = MAX_
       seen.add(child);
       stack.push(open(child, frame, key, frame.depth + 1));
     }
+  }
+  return undefined;
+}
+
+const NOT_FLAT = Symbol('not flat');
+
+/**
+ * `findUnstorableText` of an object holding no object or array (a request's path parameters and
+ * query: every request reads both), in the same order and naming the same fields, without the
+ * walk's frames; NOT_FLAT, having found nothing, at its first object or array value.
+ */
+function flatUnstorableText(value: Record<string, unknown>, root: string): { field: string; reason: string } | undefined | typeof NOT_FLAT {
+  for (const key of Object.keys(value)) {
+    const keyReason = unstorableText(key);
+    if (keyReason) return { field: joinField(root, key), reason: `has a key that ${keyReason}` };
+    const child = value[key];
+    if (typeof child === 'string') {
+      const reason = unstorableText(child);
+      if (reason) return { field: joinField(root, key), reason };
+    } else if (typeof child === 'object' && child !== null) return NOT_FLAT;
   }
   return undefined;
 }

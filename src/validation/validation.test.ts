@@ -35,6 +35,15 @@ describe('input limits', () => {
     expect(findUnstorableText({ 'x\ud800': 1 }, 'body')?.field).toBe('body["x\\ud800"]');
     expect(findUnstorableText({ '😀': '\udc00' }, 'body')?.field).toBe('body.😀');
     expect(findUnstorableText({ ok: ['x'] }, 'body')).toBeUndefined();
+    // An object of text only (path parameters, a query) is read without the walk, naming the same fields in the same order.
+    expect(findUnstorableText({}, 'query')).toBeUndefined();
+    expect(findUnstorableText({ a: 'fine', b: 2 }, 'query')).toBeUndefined();
+    expect(findUnstorableText({ a: 'fine', 'b\u0000': 'x\u0000' }, 'query')).toEqual({ field: 'query["b\\u0000"]', reason: 'has a key that contains a NUL character (\\u0000)' });
+    expect(findUnstorableText({ a: 'x\ud800', b: { c: '\u0000' } }, 'query')).toEqual({ field: 'query.a', reason: 'contains an unpaired UTF-16 surrogate' });
+    // From its first object or array value on, the walk: what it finds after it, and inside it, as before.
+    expect(findUnstorableText({ a: 'fine', b: { c: '\u0000' }, d: '\u0000' }, 'query')?.field).toBe('query.b.c');
+    expect(findUnstorableText({ a: 'fine', b: ['ok', '\u0000'] }, 'query')?.field).toBe('query.b[1]');
+    expect(findUnstorableText({ a: 'fine', b: [], d: '\u0000' }, 'query')?.field).toBe('query.d');
     expect(toStorable({ 'k\u0000': ['a\u0000', '\ud800x'] })).toEqual({ 'k\ufffd': ['a\ufffd', '\ufffdx'] });
   });
 
