@@ -20,6 +20,8 @@ export interface LeaderElectorOptions {
   env?: NodeJS.ProcessEnv;
   /** The Kubernetes API to use (tests: the stand-in). Default in-cluster, else KUBECONFIG. */
   kube?: KubeTarget;
+  /** A Lease's monotonic clock (lease duration, renew deadline: kube/lease.ts). Default performance.now; tests move it by hand. */
+  monotonic?: () => number;
 }
 
 export type LeaderBackend = 'postgres' | 'kubernetes';
@@ -85,5 +87,6 @@ export function leaderElector(config: Config, workerUrl: string, opts: LeaderEle
     leaseDurationSeconds: timing.leaseDurationSeconds,
     renewDeadlineMs: timing.renewDeadlineMs,
     kube: opts.kube,
+    monotonic: opts.monotonic,
   });
 }

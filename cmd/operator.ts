@@ -64,7 +64,17 @@ export function operatorInstance(config: Config): string | undefined {
   return instance;
 }
 
-export async function startOperator(config: Config, opts: { kube?: KubeTarget; env?: NodeJS.ProcessEnv; stopsOnSignals?: boolean; interrupt?: AbortSignal; startSteps?: PendingSteps } = {}): Promise<OperatorProcess> {
+export interface OperatorStartOptions {
+  kube?: KubeTarget;
+  env?: NodeJS.ProcessEnv;
+  stopsOnSignals?: boolean;
+  interrupt?: AbortSignal;
+  startSteps?: PendingSteps;
+  /** The monotonic clock of its Lease (cmd/leader.ts); tests move it by hand. */
+  leaseClock?: () => number;
+}
+
+export async function startOperator(config: Config, opts: OperatorStartOptions = {}): Promise<OperatorProcess> {
   const templatePath = config.string('svc.operator.run-job-template');
   const runJobTemplate = loadRunJobTemplate(templatePath);
   if (!runJobTemplate) logger().warn(`no run pod template at ${templatePath} (svc.operator.run-job-template): resources with a schedule get no CronJob`);
@@ -75,7 +85,7 @@ export async function startOperator(config: Config, opts: { kube?: KubeTarget; e
   const hub = await startHub(config, { api: true, operationsOnly: true, background: false, stopsOnSignals: opts.stopsOnSignals, interrupt: opts.interrupt, startSteps: opts.startSteps });
   let elector: ReturnType<typeof leaderElector>;
   try {
-    elector = leaderElector(config, hub.workerUrl, { leaseName: operatorLeaseName(config.string('svc.leader.lease-name')), env: opts.env, kube: opts.kube });
+    elector = leaderElector(config, hub.workerUrl, { leaseName: operatorLeaseName(config.string('svc.leader.lease-name')), env: opts.env, kube: opts.kube, monotonic: opts.leaseClock });
   } catch (err) {
     await hub.stop();
     throw err;
