@@ -825,7 +825,9 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
     const events = () => old.list('v1', 'events', NS) as Array<KubeObject & { involvedObject: { name: string; uid: string }; reason: string; type: string; message: string; source: { component: string } }>;
     const eventsOf = (name: string) => events().filter((e) => e.involvedObject.name === name);
     const logs = captureLogs('warn');
-    const op = operator(token, { kc: kubeConfig({ server: old.url, token }), namespaces: [NS] });
+    // The backoff's clock, moved by hand: each retry is let through when its delay has passed on it.
+    let clock = 1_000;
+    const op = operator(token, { kc: kubeConfig({ server: old.url, token }), namespaces: [NS], monotonic: () => clock });
     try {
       await op.start();
       await until('an Event on each resource', () => ['red', 'fresh', 'leaving', 'long'].every((n) => eventsOf(n).length > 0), {
@@ -850,15 +852,23 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
       expect(Buffer.byteLength(answer)).toBeGreaterThan(505);
       expect(Buffer.byteLength(long.message)).toBeLessThan(1024);
 
-      // Retried with backoff (20 ms doubling to 200 ms here), reported once: one Event and one log line per resource.
+      // Retried with backoff (20 ms doubling to 200 ms here, on the operator's clock), reported once: one Event and one log line per resource.
       const statusWrites = () => old.requests.filter((r) => r.token === token && r.method === 'PATCH' && r.path.endsWith('/red/status'));
+      const key = `widgets.test.svc.io/${NS}/red`;
       const before = statusWrites().length;
-      // Left as a sleep: what is measured is how many retries the backoff's timers make in a span of
-      // real time (the configured 20-200 ms), not something that happens or not after an event.
-      await new Promise((r) => setTimeout(r, 1_500));
-      const retried = statusWrites().length - before;
-      expect(retried).toBeGreaterThanOrEqual(3);
-      expect(retried).toBeLessThanOrEqual(12);
+      for (const delay of [20, 40, 80, 160, 200, 200]) {
+        await until("red's try refused, its retry waiting", () => op.retryIn(key) !== undefined);
+        expect(op.retryIn(key)).toBe(delay);
+        const tries = statusWrites().length;
+        // A millisecond short of its delay: not retried; at it: retried.
+        clock += delay - 1;
+        expect(op.retryDue()).not.toContain(key);
+        clock += 1;
+        expect(op.retryDue()).toContain(key);
+        await until('the retry made', () => statusWrites().length > tries);
+      }
+      await until("red's last try refused", () => op.retryIn(key) !== undefined);
+      expect(statusWrites().length - before).toBe(6);
       expect(statusWrites().every((r) => r.status === 422)).toBe(true);
       for (const name of ['red', 'fresh', 'leaving', 'long']) expect(eventsOf(name)).toHaveLength(1);
       const lines = logs.lines().filter((l) => String(l.msg).includes(`${NS}/`));
@@ -872,6 +882,9 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
       // Fixed: each goes on at once (its change is a watch event), and the one being deleted goes.
       for (const name of ['red', 'fresh', 'leaving']) old.patch(API_VERSION, 'widgets', NS, name, { spec: { color: 'blue' } });
       await until('red and fresh Ready, leaving gone', () => {
+        // (Any retry on the way, a 409, let through.)
+        clock += 200;
+        op.retryDue();
         const ready = (name: string) => stored(name)?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
         return ready('red') && ready('fresh') && !stored('leaving');
       });
@@ -893,33 +906,47 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
     old.updateCrd(crdOf(STRICTER) as never);
     const events = () => (old.list('v1', 'events', NS) as Array<KubeObject & { involvedObject: { name: string }; reason: string; message: string }>).filter((e) => e.involvedObject.name === 'red');
     const statusWrites = () => old.requests.filter((r) => r.token === token && r.method === 'PATCH' && r.path.endsWith('/red/status')).length;
-    /** Waits until the reconcile of red was retried (and refused) `n` more times. */
-    const retried = async (n: number) => {
-      const from = statusWrites();
-      await until(`${n} more refused status writes`, () => statusWrites() >= from + n);
-      // The Event of the last one, if any, is on its way (recorded without waiting): let it land. Left
-      // as a sleep: an Event that is rightly not sent (damped) leaves nothing to wait on, and the next
-      // try's write, sent later on another connection, is not ordered after it at the API server.
-      await new Promise((r) => setTimeout(r, 100));
-    };
+    const key = `widgets.test.svc.io/${NS}/red`;
     const lines = (logs: ReturnType<typeof captureLogs>) => logs.lines().filter((l) => l.name === 'red' && l.reason === 'StatusRejected');
-    // The damping's clock, moved by hand: no real 30 minutes pass.
+    // The damping's clock, which is the backoff's too, moved by hand: no real 30 minutes pass.
     let clock = 5_000;
+    /**
+     * Lets red's retry through now (the clock is past its backoff) and waits until it was refused:
+     * then its refusal was reported or damped already (its log line is written before the retry is
+     * scheduled; its Event is sent then, not waited for).
+     */
+    const retryNow = async () => {
+      const from = statusWrites();
+      await until('red waiting out its backoff', () => op.retryIn(key) !== undefined);
+      expect(op.retryDue()).toContain(key);
+      await until('its retry refused', () => statusWrites() > from && op.retryIn(key) !== undefined);
+    };
+    /** The next `n` retries of red, each once its backoff has passed (the clock moved on by it). */
+    const retried = async (n: number) => {
+      for (let i = 0; i < n; i++) {
+        clock += await until('red waiting out its backoff', () => op.retryIn(key));
+        await retryNow();
+      }
+    };
     const logs = captureLogs('warn');
     const op = operator(token, { kc: kubeConfig({ server: old.url, token }), namespaces: [NS], monotonic: () => clock });
     try {
       await op.start();
       await until('the first Event', () => events().length === 1);
-      await retried(3);
-      expect(events()).toHaveLength(1);
-      // A millisecond short of the repeat: still damped.
-      clock += REJECTION_REPEAT - 1;
+      const reported = clock;
       await retried(3);
       expect(events()).toHaveLength(1);
       expect(lines(logs)).toHaveLength(1);
-      // The repeat: the same Event again, and the same log line, once.
-      clock += 1;
+      // A millisecond short of the repeat: still damped.
+      clock = reported + REJECTION_REPEAT - 1;
+      await retryNow();
+      expect(lines(logs)).toHaveLength(1);
+      expect(events()).toHaveLength(1);
+      // At the repeat (a reconcile made at once, its retry being a backoff away): the same Event again, and the same log line, once.
+      clock = reported + REJECTION_REPEAT;
+      await expect(op.reconcileKey(key)).rejects.toThrow(/HTTP 422: .*"red" is invalid/);
       await until('the repeated Event', () => events().length === 2);
+      expect(lines(logs)).toHaveLength(2);
       await retried(3);
       expect(events().map((e) => [e.reason, e.message])).toEqual([
         ['StatusRejected', events()[0]!.message],
@@ -927,11 +954,14 @@ describe('writes the API server refuses as invalid (Kubernetes before 1.30, a CR
       ]);
       expect(lines(logs).map((l) => l.msg)).toEqual([lines(logs)[0]!.msg, lines(logs)[0]!.msg]);
       // Damped again from the repeat on: 30 minutes less a millisecond later, nothing more.
-      clock += REJECTION_REPEAT - 1;
-      await retried(3);
+      clock = reported + 2 * REJECTION_REPEAT - 1;
+      await retryNow();
+      expect(lines(logs)).toHaveLength(2);
       expect(events()).toHaveLength(2);
-      // Another answer (the CRD changed again) is reported at once, whatever the clock says.
+      // Another answer (the CRD changed again) is reported at its next try, whatever the clock says.
       old.updateCrd(crdOf({ ...STRICTER, schema: { type: 'object', properties: { spec: { type: 'object', properties: { color: { type: 'string', enum: ['blue', 'green', 'yellow'] }, schedule: { type: 'string' } } } } } }) as never);
+      await retried(1);
+      expect(lines(logs)).toHaveLength(3);
       await until('the Event of the new answer', () => events().length === 3);
       // (Events list in the order of their generated names, not of their creation.)
       expect(events().filter((e) => e.message.includes('supported values: "blue", "green", "yellow"'))).toHaveLength(1);

@@ -55,13 +55,18 @@ export class ReconcileQueue {
   private readonly active = new Set<string>();
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  /** Keys waiting out a delay, and when each is due (on `now`). */
+  private readonly delayed = new Map<string, number>();
+  /** The timer of the earliest delay, and when (on `now`) it was set for. */
+  private timer: { handle: NodeJS.Timeout; at: number } | undefined;
+  private readonly now: () => number;
   private readonly wakers: Array<() => void> = [];
   private closed = false;
   private readonly bucket: TokenBucket;
 
   constructor(private readonly options: QueueOptions) {
-    this.bucket = new TokenBucket(options.qps ?? DEFAULT_QPS, options.burst ?? DEFAULT_BURST, options.now ?? (() => performance.now()));
+    this.now = options.now ?? (() => performance.now());
+    this.bucket = new TokenBucket(options.qps ?? DEFAULT_QPS, options.burst ?? DEFAULT_BURST, this.now);
   }
 
   get isClosed(): boolean {
@@ -74,11 +79,8 @@ export class ReconcileQueue {
 
   add(key: string): void {
     if (this.closed) return;
-    const timer = this.timers.get(key);
-    if (timer) {
-      clearTimeout(timer);
-      this.timers.delete(key);
-    }
+    // An earlier add ends the delay (its timer, if it was the earliest, finds nothing due and moves on).
+    this.delayed.delete(key);
     if (this.active.has(key)) {
       this.dirty.add(key);
       return;
@@ -89,15 +91,50 @@ export class ReconcileQueue {
     this.wakers.shift()?.();
   }
 
-  /** Adds the key after `delayMs` (an earlier `add` wins). */
+  /** Adds the key once `delayMs` have passed on the clock (`now`; an earlier `add` wins). */
   addAfter(key: string, delayMs: number): void {
-    if (this.closed || this.timers.has(key) || this.waiting.has(key)) return;
-    const timer = setTimeout(() => {
-      this.timers.delete(key);
-      this.add(key);
-    }, delayMs);
-    timer.unref();
-    this.timers.set(key, timer);
+    if (this.closed || this.delayed.has(key) || this.waiting.has(key)) return;
+    const at = this.now() + delayMs;
+    this.delayed.set(key, at);
+    if (!this.timer || at < this.timer.at) this.arm(at);
+  }
+
+  /** How long (ms on the clock) the key still waits out its delay; undefined when it waits out none. */
+  delayOf(key: string): number | undefined {
+    const at = this.delayed.get(key);
+    return at === undefined ? undefined : at - this.now();
+  }
+
+  /**
+   * Adds the keys whose delay has passed on the clock, and returns them. The timer of the earliest
+   * delay calls it; a clock moved by hand (tests) is followed by calling it.
+   */
+  addDue(): string[] {
+    const now = this.now();
+    const due = [...this.delayed].filter(([, at]) => at <= now).map(([key]) => key);
+    for (const key of due) this.add(key);
+    let next: number | undefined;
+    for (const at of this.delayed.values()) if (next === undefined || at < next) next = at;
+    if (next === undefined) this.disarm();
+    else this.arm(next);
+    return due;
+  }
+
+  /** The timer for a delay ending at `at` (on the clock): it adds what is due then, and sets itself for the next. */
+  private arm(at: number): void {
+    this.disarm();
+    if (this.closed) return;
+    const handle = setTimeout(() => {
+      this.timer = undefined;
+      this.addDue();
+    }, Math.max(0, Math.ceil(at - this.now())));
+    handle.unref();
+    this.timer = { handle, at };
+  }
+
+  private disarm(): void {
+    if (this.timer) clearTimeout(this.timer.handle);
+    this.timer = undefined;
   }
 
   /** Adds the key after its delay (the larger of its backoff and the shared bucket's) and counts a failure; returns the delay. */
@@ -140,8 +177,8 @@ export class ReconcileQueue {
 
   close(): void {
     this.closed = true;
-    for (const timer of this.timers.values()) clearTimeout(timer);
-    this.timers.clear();
+    this.disarm();
+    this.delayed.clear();
     for (const wake of this.wakers.splice(0)) wake();
   }
 }

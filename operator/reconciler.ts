@@ -103,8 +103,9 @@ export interface OperatorOptions {
   actor?: string;
   now?: () => Date;
   /**
-   * A monotonic clock in milliseconds (default `performance.now`): what the damping of a refused
-   * write's report (REJECTION_REPEAT) measures with. A test moves it on instead of waiting.
+   * A monotonic clock in milliseconds (default `performance.now`): what the backoff of a failed
+   * reconcile and the shared retry rate (queue.ts) and the damping of a refused write's report
+   * (REJECTION_REPEAT) measure with. A test moves it on instead of waiting (then calls `retryDue`).
    */
   monotonic?: () => number;
   /**
@@ -215,7 +216,9 @@ export class Operator {
   /** Starts a term: the informers and the workers (call it once this process leads). */
   async start(): Promise<void> {
     if (this.term) return;
-    const term = new Term(new ReconcileQueue({ backoffBase: this.options.backoffBase, backoffMax: this.options.backoffMax, qps: this.options.qps, burst: this.options.burst }));
+    const term = new Term(
+      new ReconcileQueue({ backoffBase: this.options.backoffBase, backoffMax: this.options.backoffMax, qps: this.options.qps, burst: this.options.burst, now: this.monotonic }),
+    );
     this.term = term;
     for (const kind of this.options.kinds) {
       for (const namespace of this.namespaces.length ? this.namespaces : [undefined]) {
@@ -336,6 +339,16 @@ export class Operator {
     term.queue.close();
     for (const w of all) await w.informer.stop();
     await Promise.all(term.workers);
+  }
+
+  /** How long (ms on the monotonic clock) the retry of a key that failed still waits; undefined when none waits. */
+  retryIn(key: string): number | undefined {
+    return this.term?.queue.delayOf(key);
+  }
+
+  /** Queues the keys whose retry is due on the monotonic clock (their timer does; a test that moves the clock by hand calls it). */
+  retryDue(): string[] {
+    return this.term?.queue.addDue() ?? [];
   }
 
   /** Whether this operator reconciles: a term whose informers all listed once and whose workers all run. */
