@@ -490,7 +490,9 @@ describe('CronJobs in the release namespace', () => {
   });
 
   it('report a CronJob the API server refuses (422) as Scheduled=False CronJobInvalid, not Ready (Stalled), and do not write it again until the resource changes', async () => {
-    const op = operator('refused', { namespaces: ['refused'] });
+    // The backoff's clock, moved by hand; one worker, so that a marker reconciled follows all queued before it (settled).
+    let clock = 1_000;
+    const op = operator('refused', { namespaces: ['refused'], monotonic: () => clock, workers: 1 });
     // The test kind's hub takes any schedule; kube-apiserver reads days of week 0-6 only.
     api.apply('widgets', widget('refused', 'sunday', { schedule: '0 3 * * 7' }));
     await op.start();
@@ -505,21 +507,31 @@ describe('CronJobs in the release namespace', () => {
       expect(conditionOf('refused', 'sunday', 'Stalled')).toMatchObject({ status: 'True', reason: 'CronJobInvalid' });
       expect(cronJob('widget-refused-sunday')).toBeUndefined();
       // Not retried: the reconciles its own status updates cause try once each, then nothing more
-      // however long the operator runs (a retry would come every 20-200 ms here).
-      // Left as sleeps: a retry would come on a timer (the backoff, 20-200 ms here), not after an event
-      // a marker could follow; and one of the tries it allows is itself such a retry (its status write
-      // met a newer version, 409, and comes back after the backoff). Three longest periods for those
-      // to be over, then five without another.
-      await new Promise((r) => setTimeout(r, 600));
+      // however long the operator runs. One of the tries allowed may itself be a retry (its status
+      // write met a newer version, 409, and comes back after the backoff): let through, at most two.
+      const key = 'widgets.test.svc.io/refused/sunday';
+      await settled('refused');
+      for (let retries = 0; op.retryIn(key) !== undefined; retries++) {
+        expect(retries).toBeLessThan(2);
+        clock += op.retryIn(key)!;
+        expect(op.retryDue()).toContain(key);
+        await settled('refused');
+      }
       const writes = writesBy('refused', '/cronjobs').length;
       expect(writes).toBeLessThanOrEqual(3);
-      await new Promise((r) => setTimeout(r, 1_000));
-      expect(writesBy('refused', '/cronjobs').length).toBe(writes);
+      // Nothing queued or under way (settled), no retry waiting, even an hour of the clock later: never written again.
+      clock += 3_600_000;
+      expect(op.retryDue()).toEqual([]);
+      expect(op.health().data.queued).toBe(0);
       // Fixed in the resource: scheduled and Ready.
       api.apply('widgets', widget('refused', 'sunday', { schedule: '0 3 * * 0' }));
-      await until('sunday scheduled', () => conditionOf('refused', 'sunday', 'Scheduled')?.status === 'True');
+      await until('sunday scheduled and ready', () => {
+        // (Any retry on the way, a 409, let through.)
+        clock += 200;
+        op.retryDue();
+        return conditionOf('refused', 'sunday', 'Scheduled')?.status === 'True' && isReady('refused', 'sunday');
+      });
       expect(specOf(cronJob('widget-refused-sunday')).schedule).toBe('0 3 * * 0');
-      await until('sunday ready', () => isReady('refused', 'sunday'));
     } finally {
       await op.stop();
     }
