@@ -7,6 +7,7 @@ import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database, Tx } from '../db/database.js';
 import { ingestCsv } from './csv-ingest.js';
 import { csvSourceId } from './csv-source.js';
+import { connectorHandler } from './manifest-handler.js';
 
 /**
  * A CSV source needs no manifest (POST /api/platform/sources/csv/ingest?connector=NAME), and its rows,
@@ -131,5 +132,52 @@ describe('a delete of a CSV source while an ingest of it records its run', () =>
       hold.go();
       await runner.close();
     }
+  }, 60_000);
+});
+
+describe('a CSV source and a connector of the same name', () => {
+  // The CSV source `twin` ingested before a connector `twin` was applied; what the connector then wrote carries its own id.
+  async function twins(): Promise<void> {
+    await ingest(ONE, 'twin', 'twin_early', 'id,city\ne1,Lyon\ne2,Oslo\n');
+    const manifest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'twin' },
+      connector_type: 'rest-generic',
+      spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'rows', path: '/rows', target: { table: 'ext.twin_api', unique_key: '$.id' } }] },
+    };
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(ONE), 'Content-Type': 'application/json' }, body: JSON.stringify(manifest) });
+    expect(applied.status).toBe(201);
+    await ingest(ONE, 'twin', 'twin_api', 'id,city\na1,Rome\n');
+    expect(await tableOf(ONE, 'twin_api')).toEqual(['a1']);
+  }
+  const sourceChunks = () => count('select count(*) as n from retrieval.chunks where connector_id = $1', [csvSourceId(ONE, 'twin')]);
+
+  it("DELETE /api/connectors/{name} deletes the connector and leaves the CSV source's rows; a second delete erases those", async () => {
+    await twins();
+    await hub.services.retrieval.indexPass();
+    expect(await sourceChunks()).toBeGreaterThan(0);
+
+    const deleted = await call(ONE, 'DELETE', '/api/connectors/twin');
+    expect(deleted.status).toBe(204);
+    expect(await tableOf(ONE, 'twin_api')).toBeUndefined();
+    expect(await tableOf(ONE, 'twin_early')).toEqual(['e1', 'e2']);
+    expect(await sourceChunks()).toBeGreaterThan(0);
+
+    // No connector of the name any more: the delete is the CSV source's.
+    const again = await call(ONE, 'DELETE', '/api/connectors/twin');
+    expect(again.status).toBe(204);
+    expect(await tableOf(ONE, 'twin_early')).toBeUndefined();
+    expect(await sourceChunks()).toBe(0);
+    expect((await call(ONE, 'DELETE', '/api/connectors/twin')).status).toBe(404);
+  }, 60_000);
+
+  it("the operator's delete of the Connector leaves the CSV source's rows", async () => {
+    await twins();
+    expect(await hub.services.db.withTenant(ONE, (tx) => connectorHandler.remove(tx, 'twin'))).toBe(true);
+    expect(await tableOf(ONE, 'twin_api')).toBeUndefined();
+    expect(await tableOf(ONE, 'twin_early')).toEqual(['e1', 'e2']);
+    expect((await call(ONE, 'DELETE', '/api/connectors/twin')).status).toBe(204);
+    expect(await tableOf(ONE, 'twin_early')).toBeUndefined();
   }, 60_000);
 });

@@ -2,7 +2,7 @@ import type { Tx } from '../db/database.js';
 import { type ApplyContext, type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { baseUrlWarning, checkManifest } from './manifest/validate.js';
 import { listRuns } from './runs/ledger.js';
-import { applyConnector, deleteConnectorOrSource, storedManifest } from './store.js';
+import { applyConnector, deleteConnector, storedManifest } from './store.js';
 
 /**
  * What the operator (or any other manifest source) does with a Connector: the very functions the
@@ -22,7 +22,8 @@ export const connectorHandler: ManifestHandler = {
     const warning = connector && baseUrlWarning(connector.baseUrl, context.egress);
     return warning ? warningLines([warning]) : [];
   },
-  remove: (tx: Tx, name: string) => deleteConnectorOrSource(tx, name),
+  // The Connector's own stored connector only: a CSV source of its name is not the manifest's (deleteConnectorOrSource).
+  remove: (tx: Tx, name: string) => deleteConnector(tx, name),
   async lastRun(tx: Tx, name: string) {
     const found = await storedManifest(tx, name);
     if (!found) return undefined;

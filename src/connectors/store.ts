@@ -516,14 +516,15 @@ export async function deleteCsvSource(tx: Tx, name: string): Promise<boolean> {
 }
 
 /**
- * What every delete path of a name does (DELETE /api/connectors/{name}, the operator's finalizer):
- * the stored connector of the name (deleteConnector), and what a CSV source of the name ingested
- * with no manifest (before one was applied, or with none ever: deleteCsvSource), in the caller's
- * transaction. false when there was neither.
+ * DELETE /api/connectors/{name}: the stored connector of the name (deleteConnector) or, when the
+ * tenant has none, what a CSV source of the name ingested with no manifest (deleteCsvSource), in the
+ * caller's transaction; never both. The source's rows are its own, not the connector's: when a
+ * connector of its name was applied after it ingested, deleting that connector (as the operator's
+ * finalizer does) erased them too. A second delete, once the connector is gone, erases the source's.
+ * false when there was neither.
  */
 export async function deleteConnectorOrSource(tx: Tx, name: string): Promise<boolean> {
-  const connector = await deleteConnector(tx, name);
-  return (await deleteCsvSource(tx, name)) || connector;
+  return (await deleteConnector(tx, name)) || deleteCsvSource(tx, name);
 }
 
 /** The stored watermark of an endpoint (undefined: none, the next run is a full read). */

@@ -149,6 +149,18 @@ describe('a scope-bound caller writing connectors', () => {
     expect(await runsOf('crm')).toBe(0);
   });
 
+  it("deleting a connector of theirs leaves a CSV source of its name, which has no scope, as it was", async () => {
+    const unbound = { 'X-Tenant-ID': String(T) };
+    expect((await ingest(unbound, 'connector=crm-twin&table=twin_loose&key=id')).status).toBe(200);
+    expect((await api.post('/api/connectors/apply', connector('crm-twin', ['crm']))).status).toBe(201);
+    const loose = async () => (await hub.services.db.withTenant(T, (tx) => tx.query<{ external_id: string }>(`select external_id from ext_t${T}.twin_loose`))).rows;
+    expect((await crm.del('/api/connectors/crm-twin')).status).toBe(204);
+    expect(await loose()).toEqual([{ external_id: '1' }]);
+    // The name now names only the CSV source, of no scope.
+    expect(await crm.del('/api/connectors/crm-twin')).toMatchObject(SCOPE_REFUSED);
+    expect(await loose()).toEqual([{ external_id: '1' }]);
+  });
+
   it('applying a new name is checked against the connector of that name committed while it waited its turn', async () => {
     await racingApply('/api/connectors/apply', (tx) => applyConnector(tx, connector('race-c', ['erp'], 'ext.race_c_rows')), connector('race-c', ['crm'], 'ext.race_c_rows'));
     expect(await scopesOf('/api/connectors/race-c')).toEqual(['erp']);
