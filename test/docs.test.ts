@@ -27,6 +27,7 @@ import { MAX_ORG_GRANTS_PER_TENANT, MAX_ROLE_ASSIGNMENTS_PER_TENANT, MAX_ROLES_P
 import { MAX_PROCESSES_PER_TENANT } from '../src/processes/store.js';
 import { MAX_INTEGRATIONS_PER_TENANT } from '../src/webhooks/integrations.js';
 import { MAX_WORKFLOWS_PER_TENANT } from '../src/workflows/store.js';
+import { MAX_DELETED_KEPT_PER_TENANT } from '../src/manifests/tenant-cap.js';
 import { checkEntityManifest } from '../src/entities/manifest/validate.js';
 import { checkExportManifest } from '../src/exports/manifest/validate.js';
 import { checkProcessManifest } from '../src/processes/manifest/validate.js';
@@ -671,6 +672,10 @@ describe('documentation: the limits per tenant', () => {
     ['organisation grants', MAX_ORG_GRANTS_PER_TENANT, 'admin.md', `at most ${n(MAX_ORG_GRANTS_PER_TENANT)} organisation grants`],
     ['users', MAX_USERS_PER_TENANT, 'admin.md', `at most ${n(MAX_USERS_PER_TENANT)} users`],
     ['user scope grants', MAX_USER_SCOPE_GRANTS_PER_TENANT, 'admin.md', `at most ${n(MAX_USER_SCOPE_GRANTS_PER_TENANT)} user scope grants`],
+    // Deleted ones kept as history, of each kind deleted softly.
+    ['deleted most recently as history', MAX_DELETED_KEPT_PER_TENANT, 'integrations.md', `keeps the ${n(MAX_DELETED_KEPT_PER_TENANT)} deleted most recently`],
+    ['deleted most recently as history', MAX_DELETED_KEPT_PER_TENANT, 'email.md', `keeps the ${n(MAX_DELETED_KEPT_PER_TENANT)} deleted most recently`],
+    ['deleted most recently as history', MAX_DELETED_KEPT_PER_TENANT, 'secrets-and-hooks.md', `keeps the ${n(MAX_DELETED_KEPT_PER_TENANT)} deleted most recently`],
   ];
 
   it.each(limits)('states the limit of %s as the code has it, in docs/architecture.md and the kind\'s document', (listed, value, file, stated) => {

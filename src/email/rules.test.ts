@@ -8,6 +8,8 @@ import { Subscribers } from '../events/subscribers.js';
 import { EmailConsumer } from './consumer.js';
 import { type Mailer, MockedMailer, type OutgoingMail } from './mailer.js';
 import { RENDERED_MAX } from './templates.js';
+import { MAX_DELETED_KEPT_PER_TENANT } from '../manifests/tenant-cap.js';
+import { deletedHistoryCases } from '../../test/harness/tenant-cap-cases.js';
 import {
   createRule, DEFAULT_BODY, DEFAULT_SUBJECT, deleteRule, MAX_RULES, emailRuleSubscriber, getRule, listRules, matchingRules, normalizeEventTypes, normalizeRecipient, updateRule,
 } from './rules.js';
@@ -377,5 +379,23 @@ describe('the e-mail consumer', () => {
     } finally {
       logs.restore();
     }
+  });
+});
+
+describe('deleted rules per tenant', () => {
+  deletedHistoryCases({
+    plural: 'e-mail rules',
+    kept: MAX_DELETED_KEPT_PER_TENANT,
+    db: () => db,
+    table: 'email.rules',
+    tenant: 3,
+    other: 1,
+    create: (tenant, name) => db.withTenant(tenant, (tx) => createRule(tx, { name, eventTypes: ['history.kept'], recipient: 'ops@example.com' })),
+    remove: (tenant, name) =>
+      db.withTenant(tenant, async (tx) => deleteRule(tx, Number((await tx.query<{ id: string }>('select id from email.rules where name = $1 and deleted_at is null', [name])).rows[0]!.id))),
+    // A send claim naming it.
+    hold: async (tx, tenant, id) => {
+      await tx.query('insert into email.sends (tenant_id, event_id, rule_id, token, lease_until) values ($1, 1, $2, gen_random_uuid(), now())', [tenant, id]);
+    },
   });
 });

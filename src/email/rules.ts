@@ -173,7 +173,14 @@ export async function createRule(tx: Tx, input: EmailRuleInput, by?: string): Pr
   checkTemplate(body, 'body');
   // One create at a time per tenant, so that two at once cannot both pass the count.
   await lockRuleWrites(tx);
-  await takeLivePlace(tx, { table: 'email.rules', plural: 'e-mail rules', max: MAX_RULES, advice: 'delete one first, or give a rule more patterns or recipients' });
+  await takeLivePlace(tx, {
+    table: 'email.rules',
+    plural: 'e-mail rules',
+    max: MAX_RULES,
+    advice: 'delete one first, or give a rule more patterns or recipients',
+    // A deleted rule's send claims name it (a foreign key) until the daily purge of claims.
+    heldBy: 'exists (select 1 from email.sends s where s.rule_id = t.id)',
+  });
   try {
     const { rows } = await tx.query<EmailRule>(
       `insert into email.rules (tenant_id, name, event_types, recipient, subject, body, enabled, created_by, updated_by)

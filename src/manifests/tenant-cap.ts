@@ -45,13 +45,33 @@ export async function takeTenantPlace(
 const full = (n: number, kind: { plural: string; max: number; advice: string }) => new ConflictError(`this tenant has ${n} ${kind.plural}, the most it may have (${kind.max}): ${kind.advice}`);
 
 /**
+ * Deleted rows a tenant keeps of each kind created over HTTP and deleted softly (takeLivePlace): the
+ * most recently deleted, as history. Deleted ones do not count against the kind's cap, so without
+ * this a loop of creates and deletes grew them without end.
+ */
+export const MAX_DELETED_KEPT_PER_TENANT = 1000;
+
+/**
  * Objects created one at a time over HTTP and deleted softly (integrations, stored secrets, e-mail
  * rules): those not deleted count; a create past the cap is a 409. `advice` ends the refusal
- * (`delete one first`).
+ * (`delete one first`). A create that passes also purges the tenant's deleted rows of the kind past
+ * the MAX_DELETED_KEPT_PER_TENANT deleted most recently, each only once nothing holds it: `heldBy`,
+ * SQL over the row `t` (an integration's delivery journal, an e-mail rule's send claims), keeps it
+ * until that history is gone (a later create then purges it). A delete adds a deleted row only for a
+ * row created before, so a tenant keeps at most that many plus its cap, and those still held.
  */
-export async function takeLivePlace(tx: Tx, kind: { table: 'hub.integrations' | 'platform.secrets' | 'email.rules'; plural: string; max: number; advice: string }): Promise<void> {
+export async function takeLivePlace(
+  tx: Tx,
+  kind: { table: 'hub.integrations' | 'platform.secrets' | 'email.rules'; plural: string; max: number; advice: string; heldBy?: string },
+): Promise<void> {
   const { n } = await lockedCount(tx, kind.plural, `${kind.table} where deleted_at is null`);
   if (n >= kind.max) throw full(n, kind);
+  await tx.query(
+    `delete from ${kind.table} where id in (
+       select id from (select id from ${kind.table} where deleted_at is not null order by deleted_at desc, id desc offset $1) t
+        where not (${kind.heldBy ?? 'false'}))`,
+    [MAX_DELETED_KEPT_PER_TENANT],
+  );
 }
 
 /**

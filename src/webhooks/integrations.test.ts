@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
-import { liveCapCases } from '../../test/harness/tenant-cap-cases.js';
+import { deletedHistoryCases, liveCapCases } from '../../test/harness/tenant-cap-cases.js';
+import { MAX_DELETED_KEPT_PER_TENANT } from '../manifests/tenant-cap.js';
 import { createIntegration, deleteIntegration, updateIntegration } from './integrations.js';
 
 /**
@@ -25,20 +26,42 @@ afterAll(async () => {
   await t.close();
 });
 
+const create = (tenant: number, name: string) =>
+  t.db.withTenant(tenant, (tx) => createIntegration(tx, { name, targetUrl: 'https://hooks.example.com/x', eventTypes: ['org.created'], authMode: 'NONE' }, rules));
+const remove = async (tenant: number, name: string) => {
+  const id = await idOf(tenant, name);
+  return t.db.withTenant(tenant, (tx) => deleteIntegration(tx, id));
+};
+
+// First: the cases below fill tenant 601 to its limit.
+describe('deleted integrations per tenant', () => {
+  deletedHistoryCases({
+    plural: 'integrations',
+    kept: MAX_DELETED_KEPT_PER_TENANT,
+    db: () => t.db,
+    table: 'hub.integrations',
+    tenant: 602,
+    other: 601,
+    create,
+    remove,
+    // A delivery in its journal.
+    hold: async (tx, tenant, id) => {
+      await tx.query("insert into hub.deliveries (tenant_id, integration_id, kind, event_type, body) values ($1, $2, 'test', 'org.created', '{}')", [tenant, id]);
+    },
+  });
+});
+
 describe('integrations per tenant', () => {
   liveCapCases({
     plural: 'integrations',
     limit: LIMIT,
     advice: 'delete one first, or subscribe an integration to more event types',
-    create: (tenant, name) => t.db.withTenant(tenant, (tx) => createIntegration(tx, { name, targetUrl: 'https://hooks.example.com/x', eventTypes: ['org.created'], authMode: 'NONE' }, rules)),
+    create,
     update: async (tenant, name) => {
       const id = await idOf(tenant, name);
       return t.db.withTenant(tenant, (tx) => updateIntegration(tx, id, { eventTypes: ['org.created', 'org.updated'] }, rules));
     },
-    remove: async (tenant, name) => {
-      const id = await idOf(tenant, name);
-      return t.db.withTenant(tenant, (tx) => deleteIntegration(tx, id));
-    },
+    remove,
     count: async (tenant) => (await t.db.withTenant(tenant, (tx) => tx.query<{ n: number }>('select count(*)::int as n from hub.integrations where deleted_at is null'))).rows[0]!.n,
     fill: (tenant, names) =>
       t.db.withTenant(tenant, async (tx) => {

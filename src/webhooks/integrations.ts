@@ -142,7 +142,14 @@ export async function createIntegration(tx: Tx, input: IntegrationInput, rules: 
   const targetUrl = normalizeTargetUrl(input.targetUrl, rules.egress);
   const eventTypes = normalizeEventTypes(input.eventTypes);
   const secret = presentSecret(input.secret, input.authMode ?? 'HMAC');
-  await takeLivePlace(tx, { table: 'hub.integrations', plural: 'integrations', max: MAX_INTEGRATIONS_PER_TENANT, advice: 'delete one first, or subscribe an integration to more event types' });
+  await takeLivePlace(tx, {
+    table: 'hub.integrations',
+    plural: 'integrations',
+    max: MAX_INTEGRATIONS_PER_TENANT,
+    advice: 'delete one first, or subscribe an integration to more event types',
+    // A deleted integration's delivery history stays readable until the journal's purge.
+    heldBy: 'exists (select 1 from hub.deliveries d where d.integration_id = t.id)',
+  });
   let id: number;
   try {
     const { rows } = await tx.query<{ id: number }>(

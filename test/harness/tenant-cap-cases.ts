@@ -1,5 +1,5 @@
 import { expect, it } from '@jest/globals';
-import type { Database } from '../../src/db/database.js';
+import type { Database, Tx } from '../../src/db/database.js';
 import { ConflictError, ValidationError } from '../../src/errors.js';
 
 /**
@@ -116,4 +116,71 @@ export function liveCapCases(o: {
     for (const s of outcomes) if (s.status === 'rejected') expect((s.reason as Error).message).toBe(refusal);
     expect(await o.count(601)).toBe(limit);
   });
+}
+
+/**
+ * The deleted rows a tenant keeps of a kind deleted softly (takeLivePlace): a create keeps the
+ * `kept` deleted most recently and purges the older ones, but for those `hold` gives history that
+ * still names them (kept until it goes); another tenant's are untouched. The deleted rows are
+ * copies of one created (`create`), stored at once and marked deleted one second apart, before any
+ * the tenant has deleted already.
+ */
+export function deletedHistoryCases(o: {
+  /** The kind in the test's words (`integrations`). */
+  plural: string;
+  kept: number;
+  db: () => Database;
+  /** Where the kind is stored (`hub.integrations`). */
+  table: string;
+  tenant: number;
+  other: number;
+  create: (tenant: number, name: string) => Promise<unknown>;
+  remove: (tenant: number, name: string) => Promise<unknown>;
+  /** Stores history that names the row `id` of `tenant` (a delivery, a send claim), if the kind has any. */
+  hold?: (tx: Tx, tenant: number, id: number) => Promise<void>;
+}): void {
+  const { kept, tenant } = o;
+  const deleted = async (t: number) =>
+    (await o.db().withTenant(t, (tx) => tx.query<{ name: string }>(`select name from ${o.table} where deleted_at is not null order by deleted_at, id`))).rows.map((r) => r.name);
+  it(`keeps the ${kept} ${o.plural} deleted most recently: a create purges older deleted ones${o.hold ? ', but for those whose history is kept' : ''}`, async () => {
+    // A deleted one of the other tenant, older than all of them.
+    await o.create(o.other, 'h-other');
+    await o.db().withTenant(o.other, (tx) => tx.query(`update ${o.table} set deleted_at = now() - interval '1 day' where name = 'h-other'`));
+    const otherBefore = await deleted(o.other);
+    expect(otherBefore).toContain('h-other');
+
+    // Two more than are kept, with those the tenant has deleted already (later than these).
+    const before = (await deleted(tenant)).length;
+    await o.create(tenant, 'h-0000');
+    const names = Array.from({ length: kept + 2 - before }, (_, i) => `h-${String(i).padStart(4, '0')}`);
+    await o.db().withTenant(tenant, async (tx) => {
+      const { rows } = await tx.query<{ columns: string }>(
+        `select string_agg(quote_ident(column_name), ', ') as columns from information_schema.columns
+          where table_schema || '.' || table_name = $1 and column_name not in ('id', 'name') and is_identity = 'NO' and is_generated = 'NEVER'`,
+        [o.table],
+      );
+      const columns = rows[0]!.columns;
+      await tx.query(`insert into ${o.table} (name, ${columns}) select n, ${columns} from ${o.table}, unnest($1::text[]) as n where name = 'h-0000' and deleted_at is null`, [names.slice(1)]);
+      // h-0000 deleted first, each next one a second later.
+      await tx.query(`update ${o.table} set deleted_at = now() - make_interval(secs => 10000 - substr(name, 3)::int) where name = any($1::text[])`, [names]);
+      if (o.hold) {
+        const held = await tx.query<{ id: number }>(`select id from ${o.table} where name = 'h-0001'`);
+        await o.hold(tx, tenant, Number(held.rows[0]!.id));
+      }
+    });
+    expect(await deleted(tenant)).toHaveLength(kept + 2);
+
+    await o.create(tenant, 'h-live');
+    const after = await deleted(tenant);
+    expect(after.filter((name) => name.startsWith('h-'))).toEqual(o.hold ? names.slice(1) : names.slice(2));
+    expect(after).toHaveLength(kept + (o.hold ? 1 : 0));
+    expect(await deleted(o.other)).toEqual(otherBefore);
+
+    // Creates and deletes in a loop keep no more.
+    for (let i = 0; i < 3; i++) {
+      await o.remove(tenant, 'h-live');
+      await o.create(tenant, 'h-live');
+    }
+    expect(await deleted(tenant)).toHaveLength(kept + (o.hold ? 1 : 0));
+  }, 60_000);
 }

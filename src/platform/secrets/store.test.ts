@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../../test/harness/database.js';
-import { liveCapCases } from '../../../test/harness/tenant-cap-cases.js';
+import { deletedHistoryCases, liveCapCases } from '../../../test/harness/tenant-cap-cases.js';
+import { MAX_DELETED_KEPT_PER_TENANT } from '../../manifests/tenant-cap.js';
 import { loadCatalog } from '../../events/catalog.js';
 import { EventWriter } from '../../events/outbox.js';
 import { SecretStore } from './store.js';
@@ -23,6 +24,20 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t.close();
+});
+
+// First: the cases below fill tenant 601 to its limit.
+describe('deleted secrets per tenant', () => {
+  deletedHistoryCases({
+    plural: 'stored secrets',
+    kept: MAX_DELETED_KEPT_PER_TENANT,
+    db: () => t.db,
+    table: 'platform.secrets',
+    tenant: 602,
+    other: 601,
+    create: (tenant, name) => store.create(tenant, { name, value: 'a stored value' }, 'ann'),
+    remove: (tenant, name) => store.remove(tenant, name, 'ann'),
+  });
 });
 
 describe('stored secrets per tenant', () => {
