@@ -105,7 +105,7 @@ async function runCase(hub: Hub, owner: pg.Client, rows: number, sources: number
   }
   await owner.query('vacuum analyze');
   await hub.services.entities.apply(TENANT, undefined, entityManifest(entityName, crm, erp), 'bench');
-  await hub.services.workflows.apply(TENANT, workflowManifest(workflow, entityName), 'bench');
+  await hub.services.workflows.apply(TENANT, undefined, workflowManifest(workflow, entityName), 'bench');
   log(`\nentity of ${rows.toLocaleString('en-US')} records from ${sources} source(s), batch ${hub.services.config.int('svc.workflow.sweep.batch')}`);
 
   const rss = new RssSampler();
@@ -182,7 +182,7 @@ async function runCase(hub: Hub, owner: pg.Client, rows: number, sources: number
   const peakRssMb = rss.stop();
 
   // Leave nothing for the next case's ticks to sweep.
-  await hub.services.workflows.remove(TENANT, workflow);
+  await hub.services.workflows.remove(TENANT, undefined, workflow);
   await hub.services.entities.remove(TENANT, undefined, entityName);
   await owner.query(`delete from events.outbox where type = $1`, [type]);
   await owner.query(`drop table ext_t1.${crm}${erp ? `, ext_t1.${erp}` : ''}`);

@@ -140,3 +140,18 @@ export function holdsEvery(access: ScopeAccess, scopes: readonly string[]): bool
 export function requireEvery(access: ScopeAccess, ...lists: ReadonlyArray<readonly string[]>): void {
   if (!lists.every((scopes) => holdsEvery(access, scopes))) throw new ScopeNotGranted();
 }
+
+/**
+ * A delete held to the caller's grants (requireEvery): for a scope-bound caller, `lockedScopes`
+ * (the definition's scopes as stored, its row locked as the delete locks it; undefined when there is
+ * none: false, nothing deleted) must all be held; then `remove`. In the caller's transaction.
+ */
+export async function removeHeld(tx: Tx, caller: Caller, lockedScopes: () => Promise<string[] | undefined>, remove: () => Promise<boolean>): Promise<boolean> {
+  const access = await scopeAccess(tx, caller);
+  if (access.bound) {
+    const scopes = await lockedScopes();
+    if (scopes === undefined) return false;
+    requireEvery(access, scopes);
+  }
+  return remove();
+}

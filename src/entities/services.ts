@@ -1,4 +1,4 @@
-import { type Caller, requireEvery, scopeAccess } from '../admin/scope-access.js';
+import { type Caller, removeHeld, requireEvery, scopeAccess } from '../admin/scope-access.js';
 import { requireTableWriters } from '../connectors/target/writers.js';
 import type { Database, TenantId } from '../db/database.js';
 import { NotFoundError } from '../errors.js';
@@ -42,15 +42,7 @@ export function createEntityServices(deps: { db: Database }): EntityServices {
     list: (t) => db.withTenant(t, (tx) => listEntities(tx)),
     get: async (t, name) => found(await db.withTenant(t, (tx) => getEntity(tx, name)), name),
     remove: async (t, caller, name) => {
-      const deleted = await db.withTenant(t, async (tx) => {
-        const access = await scopeAccess(tx, caller);
-        if (access.bound) {
-          const scopes = await lockedEntityScopes(tx, name);
-          if (scopes === undefined) return false;
-          requireEvery(access, scopes);
-        }
-        return deleteEntity(tx, name);
-      });
+      const deleted = await db.withTenant(t, (tx) => removeHeld(tx, caller, () => lockedEntityScopes(tx, name), () => deleteEntity(tx, name)));
       if (!deleted) throw new NotFoundError(`entity ${name.toLowerCase()} not found`);
     },
     load: (t, name) => db.withTenant(t, (tx) => loadEntity(tx, name)),

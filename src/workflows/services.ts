@@ -1,7 +1,8 @@
+import { type Caller, removeHeld, requireEvery, scopeAccess } from '../admin/scope-access.js';
 import type { Database, TenantId } from '../db/database.js';
 import { NotFoundError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
-import { type ApplyResult, applyWorkflow, deleteWorkflow, getWorkflow, listWorkflows, type WorkflowDetail, type WorkflowRecord } from './store.js';
+import { type ApplyResult, applyWorkflow, deleteWorkflow, getWorkflow, listWorkflows, lockedWorkflowScopes, type WorkflowDetail, type WorkflowRecord } from './store.js';
 import { type SweepResult, sweepWorkflows } from './sweep.js';
 
 /**
@@ -10,12 +11,16 @@ import { type SweepResult, sweepWorkflows } from './sweep.js';
  * or, for the sweep across tenants, the database.
  */
 export interface WorkflowServices {
-  apply(tenantId: TenantId, manifest: unknown, actor: string): Promise<ApplyResult>;
+  /**
+   * A scope-bound caller (`caller`: docs/admin.md, "Scopes") applies only a workflow every scope of
+   * which they hold, as applied and as stored before (store.ts, scopesOf): 403 `scope not granted`.
+   */
+  apply(tenantId: TenantId, caller: Caller, manifest: unknown, actor: string): Promise<ApplyResult>;
   list(tenantId: TenantId): Promise<WorkflowRecord[]>;
   /** Case-insensitive name; 404 when unknown. */
   get(tenantId: TenantId, name: string): Promise<WorkflowDetail>;
-  /** Case-insensitive name; 404 when unknown. */
-  remove(tenantId: TenantId, name: string): Promise<void>;
+  /** Case-insensitive name; 404 when unknown; 403 `scope not granted` to a scope-bound caller not holding every scope of it as stored. */
+  remove(tenantId: TenantId, caller: Caller, name: string): Promise<void>;
   /**
    * One dormancy sweep over every tenant's workflows (the leader's clock runs it); it ends early,
    * after the fetch in hand, once `going` answers false (leadership lost, the process stopping).
@@ -26,15 +31,22 @@ export interface WorkflowServices {
 export function createWorkflowServices(deps: { db: Database; events: EventWriter; sweepBatch: number }): WorkflowServices {
   const { db } = deps;
   return {
-    apply: (t, manifest, actor) => db.withTenant(t, (tx) => applyWorkflow(tx, manifest, { actor })),
+    apply: (t, caller, manifest, actor) =>
+      db.withTenant(t, async (tx) => {
+        const result = await applyWorkflow(tx, manifest, { actor });
+        // Checked after the apply, in its transaction (a refusal rolls it back), as for connectors and entities.
+        requireEvery(await scopeAccess(tx, caller), result.scopes, result.replacedScopes ?? result.scopes);
+        return result;
+      }),
     list: (t) => db.withTenant(t, (tx) => listWorkflows(tx)),
     get: async (t, name) => {
       const found = await db.withTenant(t, (tx) => getWorkflow(tx, name));
       if (!found) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
       return found;
     },
-    remove: async (t, name) => {
-      if (!(await db.withTenant(t, (tx) => deleteWorkflow(tx, name)))) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
+    remove: async (t, caller, name) => {
+      const deleted = await db.withTenant(t, (tx) => removeHeld(tx, caller, () => lockedWorkflowScopes(tx, name), () => deleteWorkflow(tx, name)));
+      if (!deleted) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
     },
     sweep: (going) => sweepWorkflows(db, deps.events, { batch: deps.sweepBatch, going }),
   };

@@ -32,6 +32,26 @@ export interface ApplyResult {
   /** The manifest was the one stored, and what it means now (the entity's name, the default scope) too: nothing was written. */
   unchanged: boolean;
   warnings: Issue[];
+  /** What the workflow writes and reads, for the scope check of its caller (workflowScopes): as applied, and as stored before (undefined for a new name). */
+  scopes: string[];
+  replacedScopes?: string[];
+}
+
+/**
+ * The scopes a workflow is of, for the scope check of a write (docs/admin.md, "Scopes"): the scope
+ * its lifecycle chunks are tagged with (none: untagged) and every scope of the entity whose records
+ * it reads (its sweep announces their keys and states).
+ */
+const scopesOf = (scope: string | null, entityScopes: readonly string[]): string[] => [...new Set([...(scope ? [scope] : []), ...entityScopes])];
+
+/** The scopes of the stored workflow of that name (scopesOf, its entity's scopes as stored now), its row locked; undefined when there is none. */
+export async function lockedWorkflowScopes(tx: Tx, name: string): Promise<string[] | undefined> {
+  const { rows } = await tx.query<{ scope: string | null; entityScopes: string[] | null }>(
+    `select w.scope, e.scopes as "entityScopes" from workflows.workflows w left join entities.entities e on e.name = w.entity
+      where w.name = lower($1) for no key update of w`,
+    [name],
+  );
+  return rows[0] && scopesOf(rows[0].scope, rows[0].entityScopes ?? []);
 }
 
 /**
@@ -75,9 +95,14 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
     warnings.push({ field: 'spec.scope', message: `${draft.scope} is not a scope of entity ${entity.name} (${entity.scopes.join(', ')})` });
   }
   const spec: WorkflowSpec = { entity: entity.name, scope, stateColumn: draft.stateColumn, states: draft.states, transitions: draft.transitions, dormancy: draft.dormancy };
+  const scopes = scopesOf(scope, entity.scopes);
+  // Read once the tenant's turn is taken: the workflow this apply replaces (replacedScopes).
+  const replacedScopes = await lockedWorkflowScopes(tx, draft.name);
   // The spec too: the same manifest over an entity whose scopes changed moves the default scope.
   const stored = await tx.query<{ manifest: unknown; spec: unknown }>('select manifest, spec from workflows.workflows where name = lower($1)', [draft.name]);
-  if (stored.rows[0] && unchangedApply({ manifest: stored.rows[0].manifest, normalised: stored.rows[0].spec }, manifest, spec)) return { name: draft.name, created: false, unchanged: true, warnings };
+  if (stored.rows[0] && unchangedApply({ manifest: stored.rows[0].manifest, normalised: stored.rows[0].spec }, manifest, spec)) {
+    return { name: draft.name, created: false, unchanged: true, warnings, scopes, replacedScopes };
+  }
 
   const { rows } = await tx.query<{ id: string; created: boolean; reset: boolean }>(
     `insert into workflows.workflows (tenant_id, name, entity, scope, state_column, manifest, spec, created_by, updated_by)
@@ -94,7 +119,7 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
   // Another entity or state column: the spells watched something else.
   if (!rows[0]!.created && rows[0]!.reset) await tx.query('delete from workflows.spells where workflow_id = $1', [rows[0]!.id]);
   await writeKeyedCorpus(tx, lifecycleCorpus(draft.name), scope ? [scope] : [], lifecycleDocuments(draft.name, spec));
-  return { name: draft.name, created: rows[0]!.created, unchanged: false, warnings };
+  return { name: draft.name, created: rows[0]!.created, unchanged: false, warnings, scopes, replacedScopes };
 }
 
 interface Row {

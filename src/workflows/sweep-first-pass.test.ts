@@ -115,7 +115,7 @@ describe('the first pass after an apply', () => {
     // A re-apply on another state column starts a first pass of its own, from nothing.
     const upto = async () => (await owner.query<{ baseline_upto: string | null; baseline_done: boolean }>(`select baseline_upto, baseline_done from workflows.workflows where name = 'gap-status'`)).rows[0];
     expect(await upto()).toEqual({ baseline_upto: 'p1', baseline_done: true });
-    await hub.services.workflows.apply(1, { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: 'gap-status' }, spec: { entity: 'gap', stateColumn: 'id', states: ['p0'], dormancy: { after: '2s' } } }, 'test');
+    await hub.services.workflows.apply(1, undefined, { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: 'gap-status' }, spec: { entity: 'gap', stateColumn: 'id', states: ['p0'], dormancy: { after: '2s' } } }, 'test');
     expect(await upto()).toEqual({ baseline_upto: null, baseline_done: false });
   });
 

@@ -159,7 +159,7 @@ describe('a quiet tick of the dormancy sweep', () => {
     afterStatement = async (text) => {
       // Once the first fetch (of one part) was found quiet, before the second is looked at.
       if (text.includes('sha256(') && ++parts === 1) {
-        await hub.services.workflows.apply(1, { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: WORKFLOW }, spec: { entity: 'quiet', stateColumn: 'id', states: ['prospect', 'active'], dormancy: { after: '1s', states: ['prospect'] } } }, 'test');
+        await hub.services.workflows.apply(1, undefined, { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: WORKFLOW }, spec: { entity: 'quiet', stateColumn: 'id', states: ['prospect', 'active'], dormancy: { after: '1s', states: ['prospect'] } } }, 'test');
       }
     };
     let stopped: Awaited<ReturnType<typeof tick>>;

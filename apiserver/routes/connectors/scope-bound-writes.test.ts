@@ -208,6 +208,53 @@ describe('a scope-bound caller writing entities', () => {
   });
 });
 
+describe('a scope-bound caller writing workflows', () => {
+  const workflow = (name: string, entityName: string, scope?: string) => ({
+    apiVersion: 'apps.svc.io/v1',
+    kind: 'Workflow',
+    metadata: { name },
+    spec: { entity: entityName, ...(scope ? { scope } : {}), stateColumn: 'id', states: ['open', 'closed'] },
+  });
+  /** The scopes of the lifecycle chunks of workflow `name` (one list per chunk). */
+  const chunkScopes = async (name: string) =>
+    (await hub.services.db.withTenant(T, (tx) => tx.query<{ scopes: string[] }>('select scopes from retrieval.chunks where corpus = $1', [`workflow:${name}`]))).rows.map((r) => r.scopes);
+
+  beforeAll(async () => {
+    expect((await api.post('/api/connectors/apply', connector('crm-wf', ['crm']))).status).toBe(201);
+    expect((await crm.post('/api/entities/apply', entity('crm-wf-partner', 'crm', 'ext.crm_wf_rows'))).status).toBe(201);
+    expect((await api.post('/api/workflows/apply', workflow('erp-flow', 'erp-partner'))).status).toBe(201);
+    expect(await chunkScopes('erp-flow')).toContainEqual(['erp']);
+  });
+
+  it("cannot tag a workflow's lifecycle chunks with a scope they do not hold", async () => {
+    expect(await crm.post('/api/workflows/apply', workflow('planted', 'crm-wf-partner', 'erp'))).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post('/api/workflows/apply', workflow('planted', 'erp-partner', 'erp'))).toMatchObject(SCOPE_REFUSED);
+    expect(await chunkScopes('planted')).toEqual([]);
+    expect((await api.get('/api/platform/workflows/planted')).status).toBe(404);
+  });
+
+  it("cannot apply a workflow over another domain's entity, under its scope or theirs", async () => {
+    expect(await crm.post('/api/workflows/apply', workflow('over-erp', 'erp-partner'))).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post('/api/workflows/apply', workflow('over-erp', 'erp-partner', 'crm'))).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get('/api/platform/workflows/over-erp')).status).toBe(404);
+  });
+
+  it("cannot replace or delete another domain's workflow", async () => {
+    expect(await crm.post('/api/workflows/apply', workflow('erp-flow', 'crm-wf-partner'))).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.del('/api/workflows/erp-flow')).toMatchObject(SCOPE_REFUSED);
+    expect(((await api.get('/api/platform/workflows/erp-flow')).body as { scope: string }).scope).toBe('erp');
+    expect(await chunkScopes('erp-flow')).toContainEqual(['erp']);
+  });
+
+  it('applies and deletes workflows of their own scope over their entities', async () => {
+    expect((await crm.post('/api/workflows/apply', workflow('crm-flow', 'crm-wf-partner'))).status).toBe(201);
+    expect((await crm.post('/api/workflows/apply', workflow('crm-flow', 'crm-wf-partner', 'crm'))).status).toBe(200);
+    expect(await chunkScopes('crm-flow')).toContainEqual(['crm']);
+    expect((await crm.del('/api/workflows/crm-flow')).status).toBe(204);
+    expect(await chunkScopes('crm-flow')).toEqual([]);
+  });
+});
+
 describe('a scope-bound caller setting scope lists', () => {
   const userOf = async (login: string, scopes: string[]) => {
     const id = ((await api.post(`/api/tenants/${T}/users`, { login, name: login })).body as { id: number }).id;

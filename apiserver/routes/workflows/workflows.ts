@@ -2,7 +2,7 @@ import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { workflowManifestSchema } from '../../../src/workflows/manifest/schema.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { appliedAnswer, applyResponses, appliedSchema, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
-import { errorBody, refusals } from '../schemas.js';
+import { errorBody, refusals, scopeRefusals } from '../schemas.js';
 import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
 /**
@@ -57,18 +57,18 @@ export const workflowRoutes: RouteDecl[] = [
       'YAML or JSON. 201 for a new name, 200 for an update. `spec.entity` must be an applied Entity and `spec.stateColumn` one of its canonical columns. ' +
       'Re-applying keeps the records\' dormancy spells unless the entity or the state column changes. The lifecycle is indexed as retrieval corpus `workflow:<name>`.',
     bodyTypes: MANIFEST_TYPES, ...manifest,
-    responses: applyResponses(applied),
+    responses: applyResponses(applied, scopeRefusals(false, "the workflow's scope and every scope of its entity, and those of the workflow it replaces")),
     handler: async ({ services, principal, body, ctx }) => {
-      const result = await services.workflows.apply(callerTenant(principal), body, actor(principal));
+      const result = await services.workflows.apply(callerTenant(principal), principal, body, actor(principal));
       return appliedAnswer(ctx, result, result);
     },
   }),
   route({
     method: 'DELETE', path: '/api/workflows/{name}', operationId: 'deleteWorkflow', summary: 'Delete a workflow, its dormancy spells and its lifecycle corpus', tags: ['Workflows'],
     auth: ['svc_admin'], params: nameParam,
-    responses: { 204: { description: 'Deleted' }, ...notFound, ...refusals(false) },
+    responses: { 204: { description: 'Deleted' }, ...notFound, ...scopeRefusals(false, "the workflow's scope and every scope of its entity") },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.workflows.remove(callerTenant(principal), params.name);
+      await services.workflows.remove(callerTenant(principal), principal, params.name);
       ctx.status = 204;
       return undefined;
     },
