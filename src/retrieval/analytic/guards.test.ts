@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from '@jest/globals';
 import fc from 'fast-check';
 import { parse as parseYaml } from 'yaml';
+import { leastCpuMs } from '../../../test/harness/cpu-cost.js';
 import { GuardRefusal } from './ast.js';
 import { guardQuery, MAX_QUERY_CHARS } from './guards.js';
 import { LIKE_STEPS, likeMatches } from './value-domains.js';
@@ -166,18 +167,19 @@ describe('guardQuery', () => {
 
   it('refuses a query longer than MAX_QUERY_CHARS before parsing it (5,000 CTEs, 128 KB, held the event loop for 5 s)', async () => {
     const ctes = (n: number) => `with ${Array.from({ length: n }, (_, i) => `c${i} as (select 1 as a)`).join(', ')} select 1 as x`;
-    const started = performance.now();
     const long = ctes(5000);
     expect(await guardQuery(long, card, { resolveRelation })).toEqual({
       ok: false,
       guard: 1,
       reason: `The query is ${long.length} characters long, more than the ${MAX_QUERY_CHARS} allowed.`,
     });
-    expect(performance.now() - started).toBeLessThan(500);
     // Up to the bound, the query is read as any other, whatever its form.
     let most = ctes(1);
     for (let n = 2; ctes(n).length <= MAX_QUERY_CHARS; n++) most = ctes(n);
     expect(await guardQuery(most, card, { resolveRelation })).toMatchObject({ ok: true });
+    // Refused before it is parsed: the 128 KB query costs less processor time than reading the longest one allowed.
+    const refusing = await leastCpuMs(() => guardQuery(long, card, { resolveRelation }), { samples: 3 });
+    expect(refusing).toBeLessThan(await leastCpuMs(() => guardQuery(most, card, { resolveRelation }), { samples: 3 }));
     const ors = `select count(*) from ext.orders where id = 0${' or id = 1'.repeat((MAX_QUERY_CHARS - 60) / 10)}`;
     expect(ors.length).toBeLessThanOrEqual(MAX_QUERY_CHARS);
     expect(await guardQuery(ors, card, { resolveRelation })).toMatchObject({ ok: true });
@@ -466,10 +468,13 @@ describe('guardQuery', () => {
     // As a regular expression (`^[\s\S]*a[\s\S]*a…b$`) this pattern backtracked exponentially
     // against a value of 40 `a`: seconds of a blocked event loop for one model answer.
     const long: SchemaCard = { ...card, relations: [{ name: 'ext.notes', columns: [{ name: 'kind', type: 'text', values: ['a'.repeat(40), 'FR'] }] }] };
-    const started = performance.now();
-    const refused = await guardQuery(`select count(*) from ext.notes where kind like '${'%a'.repeat(8)}%b'`, long, { resolveRelation });
-    expect(performance.now() - started).toBeLessThan(500);
-    expect(refused).toMatchObject({ ok: false, guard: 3 });
+    const hostile = `select count(*) from ext.notes where kind like '${'%a'.repeat(8)}%b'`;
+    expect(await guardQuery(hostile, long, { resolveRelation })).toMatchObject({ ok: false, guard: 3 });
+    // In processor time, about what a pattern of the same length with one wildcard costs (the backtracking took seconds).
+    const plain = `select count(*) from ext.notes where kind like '${'a'.repeat(16)}%b'`;
+    expect(await guardQuery(plain, long, { resolveRelation })).toMatchObject({ ok: false, guard: 3 });
+    const hostileMs = await leastCpuMs(() => guardQuery(hostile, long, { resolveRelation }), { samples: 3, repeat: 5 });
+    expect(hostileMs).toBeLessThan(3 * (await leastCpuMs(() => guardQuery(plain, long, { resolveRelation }), { samples: 3, repeat: 5 })));
     expect(await guardQuery(`select count(*) from ext.notes where kind ilike '${'%A'.repeat(8)}%'`, long, { resolveRelation })).toMatchObject({ ok: true });
   });
 
@@ -480,13 +485,17 @@ describe('guardQuery', () => {
     const big: SchemaCard = { ...card, relations: [{ name: 'ext.notes', columns: [{ name: 'kind', type: 'text', values }] }] };
     const like = `kind like '%${'a'.repeat(78)}z'`;
     const many = `select count(*) from ext.notes where ${Array(100).fill(like).join(' or ')}`;
-    const started = performance.now();
-    expect(await guardQuery(many, big, { resolveRelation })).toEqual({
+    const spent = {
       ok: false,
       guard: 3,
       reason: `The query's LIKE and ILIKE patterns take more than ${LIKE_STEPS} steps to check against declared values (column kind of ext.notes): use fewer or shorter patterns.`,
-    });
-    expect(performance.now() - started).toBeLessThan(2000);
+    };
+    expect(await guardQuery(many, big, { resolveRelation })).toEqual(spent);
+    // One such pattern spends the budget alone: the hundred cost about what it costs in processor time, not a hundred times it.
+    const one = `select count(*) from ext.notes where ${like}`;
+    expect(await guardQuery(one, big, { resolveRelation })).toEqual(spent);
+    const manyMs = await leastCpuMs(() => guardQuery(many, big, { resolveRelation }), { samples: 3 });
+    expect(manyMs).toBeLessThan(5 * (await leastCpuMs(() => guardQuery(one, big, { resolveRelation }), { samples: 3 })));
     // A few patterns over the same domain, matching none or the last value, are checked as before.
     expect(await guardQuery("select count(*) from ext.notes where kind like 'b%' or kind like '%x%'", big, { resolveRelation })).toMatchObject({
       ok: false,
@@ -518,10 +527,14 @@ describe('guardQuery', () => {
     const values = Array.from({ length: 20 }, (_, i) => `${'v'.repeat(100_000)}${i}`);
     const wide: SchemaCard = { ...card, relations: [{ name: 'ext.notes', columns: [{ name: 'kind', type: 'text', values }] }] };
     const many = `select count(*) from ext.notes where ${Array(1500).fill("kind='x'").join(' or ')}`;
-    await guardQuery('select 1', wide, { resolveRelation }); // the parser loaded
-    const started = performance.now();
     const refused = await guardQuery(many, wide, { resolveRelation });
-    expect(performance.now() - started).toBeLessThan(2000);
+    // In processor time, about the same query over short declared values plus one refusal naming the 2 MB
+    // (one refusal per comparison was 1,500 of them: 3 GB of text).
+    const narrow: SchemaCard = { ...card, relations: [{ name: 'ext.notes', columns: [{ name: 'kind', type: 'text', values: ['v0', 'v1'] }] }] };
+    const wideMs = await leastCpuMs(() => guardQuery(many, wide, { resolveRelation }), { samples: 3 });
+    const narrowMs = await leastCpuMs(() => guardQuery(many, narrow, { resolveRelation }), { samples: 3 });
+    const oneMs = await leastCpuMs(() => guardQuery("select count(*) from ext.notes where kind='x'", wide, { resolveRelation }), { samples: 3 });
+    expect(wideMs).toBeLessThan(3 * (narrowMs + oneMs));
     expect(refused).toMatchObject({ ok: false, guard: 3, reason: expect.stringMatching(/^'x' is not a declared value of column kind \(ext\.notes\); declared values: v+0, /) });
   });
 
