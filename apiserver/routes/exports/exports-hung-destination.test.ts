@@ -93,11 +93,11 @@ describe('export runs to a destination that never answers', () => {
     await until('the sweep to fail the stale marker run', async () => (await owner.query('select status from exports.runs where id = $1', [marker.rows[0]!.id])).rows[0]?.status === 'Failed', 5_000);
     expect(silent.sockets.size).toBe(2);
 
-    const started = Date.now();
+    // Answered: a request whose connection the streams held would wait svc.datasource.connect-timeout (10 s)
+    // and be a 503, readiness past svc.health.database-timeout (2 s) a 503 (no wall-clock bound a loaded machine could pass).
     expect((await clients[B]!.get('/api/entities')).status).toBe(200);
     expect((await clients[A]!.get('/api/exports')).status).toBe(200);
     expect((await fetch(`${hub.url}/q/health/ready`)).status).toBe(200);
-    expect(Date.now() - started).toBeLessThan(2_000);
 
     // The streaming runs hold their snapshot transactions open, read-only: no transaction id, so
     // the outbox (read below the oldest transaction id running on the server) is not held back.
@@ -138,9 +138,8 @@ describe('export runs to a destination that never answers', () => {
       entered.push('fifth');
     });
     await until('the fourth unit to take the last place', () => entered.includes('fourth'));
-    const meanwhile = Date.now();
+    // Answered, not a 503 after svc.datasource.connect-timeout waiting for a connection held for long.
     expect((await clients[B]!.get('/api/entities')).status).toBe(200);
-    expect(Date.now() - meanwhile).toBeLessThan(2_000);
     // After that request (the marker: the pool decides a unit's place when it is offered), the fifth
     // still waits; and a fourth stream would have taken the fourth unit's place, so three stream.
     expect(entered).toEqual(['fourth']);
@@ -304,10 +303,15 @@ describe('export runs to a destination that never answers', () => {
     held.flushHeaders();
     await continued;
     held.write('{"name": "HELD", ');
+    // The held request ends when the grace does (the server closes it): the marker the run is failed before.
+    let graceOver = false;
+    held.once('close', () => {
+      graceOver = true;
+    });
     const stopping = Date.now();
     const stopped = hub.stop();
     await until('the run to be failed', async () => (await owner.query('select status from exports.runs where id = $1', [id])).rows[0]?.status === 'Failed', { timeoutMs: 10_000, everyMs: 50 });
-    const failedAfter = Date.now() - stopping;
+    const failedBeforeGraceOver = !graceOver;
     await stopped;
     held.destroy();
     const stopMs = Date.now() - stopping;
@@ -315,6 +319,6 @@ describe('export runs to a destination that never answers', () => {
     expect(run).toEqual({ failure_code: 'interrupted', failure_reason: expect.stringMatching(/^the hub stopped during the run/) });
     // The stop waited for the held request; the run did not.
     expect(stopMs).toBeGreaterThanOrEqual(3_500);
-    expect(failedAfter).toBeLessThan(2_000);
+    expect(failedBeforeGraceOver).toBe(true);
   }, 30_000);
 });
