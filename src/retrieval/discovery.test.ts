@@ -32,13 +32,12 @@ describe('discoverCard with a timeout', () => {
   const stored = async () => (await t.owner.query("select count(*)::int as n from retrieval.schema_cards where tenant_id = 7 and scope = 's'")).rows[0]!.n as number;
 
   it('holds the whole discovery to the timeout, not each statement: many statements each within it stop it there', async () => {
-    const started = performance.now();
     const err = await t.db.withTenant(7, (tx) => discoverCard(tx, 's', 600)).catch((e: unknown) => e);
-    const took = performance.now() - started;
     // Each statement alone took 150 ms of its 600: without a bound on the whole, all six ran (900 ms at least) and the card was stored.
+    // Cut in the statement running when the 600 ms are up: the fifth at the latest (five take 750 ms at least,
+    // more on a loaded machine), never the sixth, which only a check between statements would stop.
     expect(err).toBeInstanceOf(DiscoveryTimedOut);
-    expect((err as Error).message).toMatch(/^discovery stopped: it took longer than 600 ms in all, the time a whole discovery may take \(reading the values of column [a-f] of ext\.slow\)$/);
-    expect(took).toBeLessThan(900);
+    expect((err as Error).message).toMatch(/^discovery stopped: it took longer than 600 ms in all, the time a whole discovery may take \(reading the values of column [a-e] of ext\.slow\)$/);
     expect(await stored()).toBe(0);
     // The connection serves again (the transaction rolled back).
     expect((await t.db.withTenant(7, (tx) => tx.query('select 1 as one'))).rows).toEqual([{ one: 1 }]);
