@@ -4,7 +4,7 @@ import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { EVALUATION_TIMEOUT_MS, type WhenOutcome } from './cel.js';
-import { evaluateRetryingTimeouts, processBatchHandler, TIMEOUT_RETRIES } from './consumer.js';
+import { evaluateRetryingTimeouts, processBatchHandler, processCpuMs, QUIET_REFILL_MS, TenantBudgets, TIMEOUT_RETRIES } from './consumer.js';
 import { applyProcess } from './store.js';
 
 /**
@@ -19,13 +19,12 @@ const TENANT_BUDGET_MS = EVALUATION_TIMEOUT_MS * 3;
 let t: MigratedDatabase;
 const events = new EventWriter(loadCatalog());
 /**
- * The budgets refill by this process's CPU time rather than the wall clock: on a machine busy with
- * other work, where the process gets less than 15 % of a core, 150 ms a second gives back more than
- * the conditions can spend, and the budget would never run out (seen at a load of 21 on two cores:
- * a flood passed 30 s, a cut tenant's plain process decided).
+ * The budgets refill by this process's CPU time (the handler's default) rather than the wall clock:
+ * on a machine busy with other work, where the process gets less than 15 % of a core, 150 ms a
+ * second gives back more than the conditions can spend, and the budget would never run out (seen at
+ * a load of 21 on two cores: a flood passed 30 s, a cut tenant's plain process decided).
  */
-const cpuClock = () => cpuMs({ user: 0, system: 0 });
-const handle = processBatchHandler(events, { now: cpuClock });
+const handle = processBatchHandler(events);
 let nextId = 1_000_000;
 
 const event = (tenantId: number, type: string, payload: Record<string, unknown>): OutboxEvent => {
@@ -175,7 +174,8 @@ describe('process batch handler', () => {
 
   it('keeps a spent budget from batch to batch: a flood of one tenant\'s costly events takes about one budget, not one per batch', async () => {
     // A handler of its own: tenant 501's budget full at the start (refilled by CPU time, as `handle`'s).
-    const flood = processBatchHandler(events, { now: cpuClock });
+    const flood = processBatchHandler(events);
+    const wallStarted = performance.now();
     const neighbour = (await decisions('decision.any')).length;
     const l = Array.from({ length: 5000 }, (_, i) => i);
     const logs = captureLogs('warn');
@@ -191,20 +191,23 @@ describe('process batch handler', () => {
       logs.restore();
     }
     const used = cpuMs(started);
-    // One budget at once, plus what refilled meanwhile (150 ms per second of this CPU time), plus one run under way.
-    expect(used).toBeLessThan(TENANT_BUDGET_MS + (used * TENANT_BUDGET_MS) / 1000 + 2 * EVALUATION_TIMEOUT_MS + 100);
+    const wall = performance.now() - wallStarted;
+    // One budget at once, plus what refilled meanwhile (150 ms per second of this CPU time, or per
+    // QUIET_REFILL_MS of the wall clock if that was more), plus one run under way.
+    const refilled = Math.max(used / 1000, wall / QUIET_REFILL_MS) * TENANT_BUDGET_MS;
+    expect(used).toBeLessThan(TENANT_BUDGET_MS + refilled + 2 * EVALUATION_TIMEOUT_MS + 100);
     expect(await decisions('decision.slow')).toEqual([]);
     // The neighbour decided in every batch; the cut is logged once per batch of tenant 501.
     expect((await decisions('decision.any')).length - neighbour).toBe(10);
     const cuts = logs.lines().filter((line) => line.tenant === 501 && line.skipped !== undefined);
     expect(cuts.length).toBeGreaterThanOrEqual(9);
-    expect(cuts[0]).toMatchObject({ budgetMs: TENANT_BUDGET_MS, msg: expect.stringContaining('refilled over 1 s') });
+    expect(cuts[0]).toMatchObject({ budgetMs: TENANT_BUDGET_MS, msg: expect.stringContaining("refilled over 1 s of the hub's CPU time") });
   });
 
   it('counts a run stopped for time against the budget whatever CPU it had (a machine busy with other work)', async () => {
     // No run reaches the costly mark by its CPU, as on a machine where a stopped run gets less than
     // 5 ms of CPU in its 50 ms; the clock stands still (nothing refills).
-    const busy = processBatchHandler(events, { costlyRunMs: 60_000, now: () => 0 });
+    const busy = processBatchHandler(events, { costlyRunMs: 60_000, now: () => 0, wallNow: () => 0 });
     const l = Array.from({ length: 5000 }, (_, i) => i);
     const logs = captureLogs('warn');
     try {
@@ -221,7 +224,7 @@ describe('process batch handler', () => {
 
   it('refills a spent budget over time, and a plain condition of a busy tenant stays far below it', async () => {
     let now = 0;
-    const clocked = processBatchHandler(events, { now: () => now });
+    const clocked = processBatchHandler(events, { now: () => now, wallNow: () => 0 });
     const l = Array.from({ length: 5000 }, (_, i) => i);
     await t.db.crossTenant('test', (tx) => clocked(tx, Array.from({ length: 13 }, () => event(501, 'test.slow', { l }))));
     const before = (await decisions('decision.big')).length;
@@ -235,6 +238,45 @@ describe('process batch handler', () => {
     await t.db.crossTenant('test', (tx) => clocked(tx, plain()));
     await t.db.crossTenant('test', (tx) => clocked(tx, plain()));
     expect((await decisions('decision.big')).length - before).toBe(2 * (200 - 11));
+  });
+
+  it('refills by the CPU time the process spends, and by the wall clock only over QUIET_REFILL_MS', () => {
+    let cpu = 0;
+    let wall = 0;
+    const budgets = new TenantBudgets(150, 1_000, () => cpu, 10_000, () => wall);
+    budgets.spend(7, 150);
+    expect(budgets.available(7)).toBe(0);
+    // A second of the wall clock in which the process had 50 ms of CPU (a machine busy with other
+    // work): a tenth of the budget back (the quiet refill), not the whole of it.
+    wall += 1_000;
+    cpu += 50;
+    expect(budgets.available(7)).toBeCloseTo(15);
+    // Half a second of CPU: half the budget back, whatever the wall clock did.
+    cpu += 450;
+    expect(budgets.available(7)).toBeCloseTo(75);
+    // A quiet hub (no CPU at all): whole again after QUIET_REFILL_MS of the wall clock, never more.
+    budgets.spend(8, 200);
+    wall += 10_000;
+    expect(budgets.available(8)).toBeCloseTo(100);
+    wall += 5_000;
+    expect(budgets.available(8)).toBe(150);
+    budgets.prune();
+    expect(budgets.available(8)).toBe(150);
+  });
+
+  it('by default refills by this process\'s CPU time: an idle wall-clock wait gives back little', async () => {
+    const budgets = new TenantBudgets(150, 1_000);
+    budgets.spend(9, 150);
+    const cpuBefore = processCpuMs();
+    const wallBefore = performance.now();
+    // A real wait: wall-clock time has to pass while the process does next to nothing.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    const waited = performance.now() - wallBefore;
+    const cpuSpent = processCpuMs() - cpuBefore;
+    // Refilled by wall time (the earlier rule) it would hold waited × 0.15 ms (about 60).
+    expect(budgets.available(9)).toBeLessThanOrEqual(Math.max(cpuSpent / 1000, waited / QUIET_REFILL_MS) * 150 + 1);
+    expect(cpuSpent).toBeLessThan(waited / 4);
+    expect(budgets.available(9)).toBeLessThan((waited * 150) / 1000 / 2);
   });
 
   it('runs an evaluation stopped for time again (a pause of the machine), and counts it false only when every run is stopped', async () => {

@@ -35,13 +35,24 @@ export const TIMEOUT_RETRIES = 2;
 export const TENANT_BUDGET_MS = EVALUATION_TIMEOUT_MS * (1 + TIMEOUT_RETRIES);
 
 /**
- * Wall-clock milliseconds over which a tenant's spent budget comes back whole: it refills evenly
- * (TENANT_BUDGET_MS per TENANT_REFILL_MS), batch or no batch. So a tenant's costly conditions take
- * at most TENANT_BUDGET_MS at once and, over a flood of its events (batch after batch), about that
- * much per TENANT_REFILL_MS: the other tenants' events, queued behind its own, wait that long at
- * most, not a budget's worth for every batch of its events.
+ * Milliseconds of the hub process's CPU time over which a tenant's spent budget comes back whole:
+ * it refills evenly (TENANT_BUDGET_MS per TENANT_REFILL_MS), batch or no batch. So a tenant's
+ * costly conditions take at most TENANT_BUDGET_MS at once and, over a flood of its events (batch
+ * after batch), about that much per TENANT_REFILL_MS of the process's CPU: the other tenants'
+ * events, queued behind its own, wait that long at most, not a budget's worth for every batch of
+ * its events. CPU time, not the wall clock: on a machine busy with other work, where the process
+ * gets less than 15 % of a core, a second of the wall clock would give back more than the
+ * conditions could spend in it, and the budget would never run out.
  */
 export const TENANT_REFILL_MS = 1_000;
+
+/**
+ * Wall-clock milliseconds after which a spent budget has come back whole however little CPU the
+ * process had meanwhile (it refills at least at TENANT_BUDGET_MS per QUIET_REFILL_MS): a quiet hub
+ * spends almost no CPU, and a tenant whose budget a burst spent must not wait for the next busy
+ * spell before its conditions run again.
+ */
+export const QUIET_REFILL_MS = 10_000;
 
 /**
  * CPU milliseconds from which one bounded run of a tenant's conditions counts against its budget.
@@ -62,8 +73,11 @@ export const YIELD_AFTER_MS = 10;
 export interface ProcessBatchOptions {
   tenantBudgetMs?: number;
   tenantRefillMs?: number;
-  /** Milliseconds of a monotonic clock (refilling budgets); performance.now by default. */
+  quietRefillMs?: number;
+  /** The refill clock, milliseconds of the process's CPU time (processCpuMs) by default. */
   now?: () => number;
+  /** The wall clock of the quiet refill (QUIET_REFILL_MS), milliseconds; performance.now by default. */
+  wallNow?: () => number;
   costlyRunMs?: number;
   yieldAfterMs?: number;
   timeoutMs?: number;
@@ -143,29 +157,39 @@ interface TenantSpend {
   skippedProcesses: Set<string>;
 }
 
+/** Milliseconds of CPU time this process has spent (every thread), a monotonic clock. */
+export function processCpuMs(): number {
+  const used = process.cpuUsage();
+  return (used.user + used.system) / 1000;
+}
+
 /**
  * Each tenant's budget for costly conditions, kept from batch to batch: `capacity` ms at most,
  * spent by costly runs (it may go below zero: a run is not cut short by the budget, and its cost
- * is owed), refilled evenly over `refillMs` of the clock. A tenant with a full budget has no entry.
+ * is owed), refilled evenly over `refillMs` of the refill clock (the process's CPU time), or over
+ * `quietMs` of the wall clock when that is faster. A tenant with a full budget has no entry.
  */
 export class TenantBudgets {
-  private readonly balances = new Map<number, { ms: number; at: number }>();
+  private readonly balances = new Map<number, { ms: number; at: number; wallAt: number }>();
 
   constructor(
     private readonly capacity: number,
     private readonly refillMs: number,
-    private readonly now: () => number,
+    private readonly now: () => number = processCpuMs,
+    private readonly quietMs = QUIET_REFILL_MS,
+    private readonly wallNow: () => number = () => performance.now(),
   ) {}
 
   /** Milliseconds the tenant's costly conditions may still take now (at most `capacity`; below zero while a debt is being paid). */
   available(tenant: number): number {
     const balance = this.balances.get(tenant);
     if (!balance) return this.capacity;
-    return Math.min(this.capacity, balance.ms + ((this.now() - balance.at) * this.capacity) / this.refillMs);
+    const refilled = Math.max((this.now() - balance.at) / this.refillMs, (this.wallNow() - balance.wallAt) / this.quietMs);
+    return Math.min(this.capacity, balance.ms + refilled * this.capacity);
   }
 
   spend(tenant: number, ms: number): void {
-    this.balances.set(tenant, { ms: this.available(tenant) - ms, at: this.now() });
+    this.balances.set(tenant, { ms: this.available(tenant) - ms, at: this.now(), wallAt: this.wallNow() });
   }
 
   /** Forgets the tenants whose budget has come back whole. */
@@ -181,7 +205,7 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
   const yieldAfterMs = options.yieldAfterMs ?? YIELD_AFTER_MS;
   const refillMs = options.tenantRefillMs ?? TENANT_REFILL_MS;
   const refillText = refillMs % 1000 === 0 ? `${refillMs / 1000} s` : `${refillMs} ms`;
-  const budgets = new TenantBudgets(budgetMs, refillMs, options.now ?? (() => performance.now()));
+  const budgets = new TenantBudgets(budgetMs, refillMs, options.now, options.quietRefillMs, options.wallNow);
   return async (tx, batch) => {
     budgets.prune();
     const watched = batch.filter((e) => !isDecision(e.type));
@@ -222,7 +246,7 @@ export function processBatchHandler(events: EventWriter, options: ProcessBatchOp
       const names = [...spend.skippedProcesses];
       logger().warn(
         { tenant, spentMs: Math.round(spend.ms), budgetMs, skipped: spend.skipped, processes: names.slice(0, 20) },
-        `tenant ${tenant}: process conditions took ${Math.round(spend.ms)} ms of this batch and its budget is spent (${budgetMs} ms at once, refilled over ${refillText}); its ${spend.skipped} remaining evaluation(s) in the batch (processes ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}) counted as false`,
+        `tenant ${tenant}: process conditions took ${Math.round(spend.ms)} ms of this batch and its budget is spent (${budgetMs} ms at once, refilled over ${refillText} of the hub's CPU time); its ${spend.skipped} remaining evaluation(s) in the batch (processes ${names.slice(0, 5).join(', ')}${names.length > 5 ? ', …' : ''}) counted as false`,
       );
     }
 
