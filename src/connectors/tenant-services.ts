@@ -3,11 +3,12 @@ import type { JsonText } from '../db/json-text.js';
 import type { Page, PageRequest } from '../db/keyset.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { type Caller, requireEvery, scopeAccess } from '../admin/scope-access.js';
-import { NotFoundError } from '../errors.js';
+import { NotFoundError, ScopeNotGranted } from '../errors.js';
 import { logger } from '../observability/logger.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
 import type { ConnectorRunner } from './runner.js';
-import { connectorIdsOf, type DeadLetter, discard, erase, getDeadLetter, listDeadLetters, markReplayed } from './runs/dead-letters.js';
+import { connectorIdsOf, type DeadLetter, deadLetterScopes, discard, erase, getDeadLetter, holdsAnyConnector, listDeadLetters, markReplayed, runConnectorIds } from './runs/dead-letters.js';
+import { isUuid } from '../validation/uuid.js';
 import { getRun, listRunsJson, requestCancel, type RunFilter, type RunRecord } from './runs/ledger.js';
 import { rowByHash } from './runs/rows.js';
 import { checkManifest, type ManifestCheck } from './manifest/validate.js';
@@ -72,13 +73,19 @@ export interface ConnectorTenantServices {
     /** One run upserting a CSV body into `ext.<table>` (csv-ingest.ts). */
     ingestCsv(tenantId: number, caller: Caller, request: CsvIngestRequest): Promise<RunRecord>;
   };
+  /**
+   * The entries are read and resolved with the scopes of the connector they came from: a scope-bound
+   * caller lists only those of connectors every scope of which they hold, and any other entry, or a
+   * `run` or `connector` filter naming only others' runs, is a 403 `scope not granted` to them (a CSV
+   * source's, or a deleted connector's, has no scope).
+   */
   deadLetters: {
     /** `run` wins over `connector` (a name or id); an unknown connector has none. */
-    list(tenantId: TenantId, page: PageRequest, query: { run?: string; connector?: string }): Promise<Page<DeadLetter[]>>;
-    get(tenantId: TenantId, id: string): Promise<DeadLetter>;
-    markReplayed(tenantId: TenantId, id: string, newRunId?: string): Promise<void>;
-    discard(tenantId: TenantId, id: string): Promise<void>;
-    erase(tenantId: TenantId, id: string): Promise<void>;
+    list(tenantId: TenantId, caller: Caller, page: PageRequest, query: { run?: string; connector?: string }): Promise<Page<DeadLetter[]>>;
+    get(tenantId: TenantId, caller: Caller, id: string): Promise<DeadLetter>;
+    markReplayed(tenantId: TenantId, caller: Caller, id: string, newRunId?: string): Promise<void>;
+    discard(tenantId: TenantId, caller: Caller, id: string): Promise<void>;
+    erase(tenantId: TenantId, caller: Caller, id: string): Promise<void>;
   };
   /** The source row behind a citation row hash, flattened to strings. */
   rowByHash(tenantId: TenantId, hash: string): Promise<Record<string, string>>;
@@ -89,6 +96,14 @@ async function requireConnectorScopes(tx: Tx, caller: Caller, name: string): Pro
   const access = await scopeAccess(tx, caller);
   if (!access.bound) return;
   const scopes = await lockedConnectorScopes(tx, name);
+  if (scopes !== undefined) requireEvery(access, scopes);
+}
+
+/** 403 `scope not granted` unless the caller holds every scope of the connector a dead-letter entry came from; nothing when there is no entry (the call's own 404 follows). */
+async function requireEntryScopes(tx: Tx, caller: Caller, id: string): Promise<void> {
+  const access = await scopeAccess(tx, caller);
+  if (!access.bound) return;
+  const scopes = await deadLetterScopes(tx, id);
   if (scopes !== undefined) requireEvery(access, scopes);
 }
 
@@ -185,19 +200,40 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         ingestCsv(runner, t, async (tx, name) => (await loadConnector(tx, name))?.id, (fn) => db.withTenant(t, fn), request, caller),
     },
     deadLetters: {
-      list: (t, page, query) =>
+      list: (t, caller, page, query) =>
         db.readWithTenant(t, async (tx) => {
+          const access = await scopeAccess(tx, caller);
+          const held = access.bound ? access.granted : undefined;
           let connectorIds: string[] | undefined;
           if (query.connector && !query.run) {
             connectorIds = await connectorIdsOf(tx, query.connector);
             if (connectorIds.length === 0) return { items: [] };
           }
-          return listDeadLetters(tx, page, { runId: query.run, connectorIds });
+          // A filter naming only runs of connectors the scope-bound caller does not hold is asked outside the grants.
+          const named = query.run ? (isUuid(query.run) ? await runConnectorIds(tx, query.run) : []) : connectorIds;
+          if (held && named?.length && !(await holdsAnyConnector(tx, named, held))) throw new ScopeNotGranted();
+          return listDeadLetters(tx, page, { runId: query.run, connectorIds, held });
         }),
-      get: (t, id) => db.readWithTenant(t, (tx) => getDeadLetter(tx, id)),
-      markReplayed: (t, id, newRunId) => db.withTenant(t, (tx) => markReplayed(tx, id, newRunId)),
-      discard: (t, id) => db.withTenant(t, (tx) => discard(tx, id)),
-      erase: (t, id) => db.withTenant(t, (tx) => erase(tx, id)),
+      get: (t, caller, id) =>
+        db.readWithTenant(t, async (tx) => {
+          await requireEntryScopes(tx, caller, id);
+          return getDeadLetter(tx, id);
+        }),
+      markReplayed: (t, caller, id, newRunId) =>
+        db.withTenant(t, async (tx) => {
+          await requireEntryScopes(tx, caller, id);
+          await markReplayed(tx, id, newRunId);
+        }),
+      discard: (t, caller, id) =>
+        db.withTenant(t, async (tx) => {
+          await requireEntryScopes(tx, caller, id);
+          await discard(tx, id);
+        }),
+      erase: (t, caller, id) =>
+        db.withTenant(t, async (tx) => {
+          await requireEntryScopes(tx, caller, id);
+          await erase(tx, id);
+        }),
     },
     rowByHash: (t, hash) => db.readWithTenant(t, (tx) => rowByHash(tx, hash)),
   };

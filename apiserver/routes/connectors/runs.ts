@@ -44,6 +44,9 @@ const deadLetterSchema = {
   },
 };
 
+/** A dead-letter entry is read and resolved with the scopes of the connector it came from. */
+const ENTRY_SCOPE = scopeRefusals(true, "every scope of the entry's connector (a CSV source's, or a deleted connector's, has none)");
+
 const idParam = { type: 'object', required: ['id'], properties: { id: { type: 'string' } } } as const;
 
 const RUNS = paging({
@@ -98,17 +101,18 @@ export const runRoutes: RouteDecl[] = [
     method: 'GET', path: '/api/platform/dlq', operationId: 'listDeadLetters', summary: 'Dead-letter entries', tags: ['Dead letters'], auth: ['svc_integrator'],
     description:
       'With `run`: that run\'s whole history (it wins over `connector`). With `connector` (name or id): its unresolved entries. With neither: every active entry. ' +
+      'A scope-bound caller lists only the entries of connectors every scope of which they hold; a `run` or `connector` naming only others\' is a 403. ' +
       'Newest (largest id) first; paged as the runs are (`Link` rel="next", `before`).',
     query: DEAD_LETTERS.query,
-    responses: { 200: DEAD_LETTERS.ok('Entries (without payloads)', deadLetterSchema), ...refusals(true) },
+    responses: { 200: DEAD_LETTERS.ok('Entries (without payloads)', deadLetterSchema), ...ENTRY_SCOPE },
     handler: async ({ services, principal, query, ctx }) =>
-      DEAD_LETTERS.answer(ctx, query, await services.connectors.deadLetters.list(callerTenant(principal), DEAD_LETTERS.asked(query), { run: query.run, connector: query.connector })),
+      DEAD_LETTERS.answer(ctx, query, await services.connectors.deadLetters.list(callerTenant(principal), principal, DEAD_LETTERS.asked(query), { run: query.run, connector: query.connector })),
   }),
   route({
     method: 'GET', path: '/api/platform/dlq/{id}', operationId: 'getDeadLetter', summary: 'One entry with payload and skipDetail', tags: ['Dead letters'], auth: ['svc_integrator'],
     params: idParam,
-    responses: { 200: { description: 'Entry', schema: deadLetterSchema }, 404: { description: 'Unknown or erased', schema: errorBody }, ...refusals(true) },
-    handler: ({ services, principal, params }) => services.connectors.deadLetters.get(callerTenant(principal), params.id),
+    responses: { 200: { description: 'Entry', schema: deadLetterSchema }, 404: { description: 'Unknown or erased', schema: errorBody }, ...ENTRY_SCOPE },
+    handler: ({ services, principal, params }) => services.connectors.deadLetters.get(callerTenant(principal), principal, params.id),
   }),
   route({
     method: 'POST', path: '/api/platform/dlq/{id}/replayed', operationId: 'markDeadLetterReplayed', summary: 'Mark an entry replayed', tags: ['Dead letters'], auth: ['svc_integrator'],
@@ -118,10 +122,10 @@ export const runRoutes: RouteDecl[] = [
       400: { description: '`newRunId` is not a UUID, or names no run of the tenant', schema: errorBody },
       404: { description: 'Unknown or erased', schema: errorBody },
       409: { description: 'Already discarded, or already replayed by another run (or without a run id, when `newRunId` is given); marking it replayed again otherwise is a 204 that keeps the first record', schema: errorBody },
-      ...refusals(true),
+      ...ENTRY_SCOPE,
     },
     handler: async ({ services, principal, params, query, ctx }) => {
-      await services.connectors.deadLetters.markReplayed(callerTenant(principal), params.id, query.newRunId);
+      await services.connectors.deadLetters.markReplayed(callerTenant(principal), principal, params.id, query.newRunId);
       ctx.status = 204;
       return undefined;
     },
@@ -133,10 +137,10 @@ export const runRoutes: RouteDecl[] = [
       204: { description: 'Discarded (again: a no-op that keeps the first record)' },
       404: { description: 'Unknown or erased', schema: errorBody },
       409: { description: 'Already replayed', schema: errorBody },
-      ...refusals(true),
+      ...ENTRY_SCOPE,
     },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.connectors.deadLetters.discard(callerTenant(principal), params.id);
+      await services.connectors.deadLetters.discard(callerTenant(principal), principal, params.id);
       ctx.status = 204;
       return undefined;
     },
@@ -145,9 +149,9 @@ export const runRoutes: RouteDecl[] = [
     method: 'DELETE', path: '/api/platform/dlq/{id}', operationId: 'eraseDeadLetter', summary: 'Erase an entry for data-protection reasons', tags: ['Dead letters'],
     auth: ['svc_integrator', 'svc_admin'], params: idParam,
     description: 'Soft-deletes the entry and scrubs its payload; it is excluded everywhere afterwards (404).',
-    responses: { 204: { description: 'Erased' }, 404: { description: 'Unknown or already erased', schema: errorBody }, ...refusals(true) },
+    responses: { 204: { description: 'Erased' }, 404: { description: 'Unknown or already erased', schema: errorBody }, ...ENTRY_SCOPE },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.connectors.deadLetters.erase(callerTenant(principal), params.id);
+      await services.connectors.deadLetters.erase(callerTenant(principal), principal, params.id);
       ctx.status = 204;
       return undefined;
     },

@@ -5,6 +5,7 @@ import { until } from '../../../test/harness/until.js';
 import { applyConnector } from '../../../src/connectors/store.js';
 import type { Tx } from '../../../src/db/database.js';
 import { applyEntity } from '../../../src/entities/store.js';
+import { boundUser, connector, entity, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /**
@@ -24,24 +25,6 @@ let crm: Client;
 /** The headers of the `crm`-bound caller (for the CSV ingest's text body). */
 let crmHeaders: Record<string, string>;
 
-const SCOPE_REFUSED = { status: 403, body: { error: 'scope not granted' } };
-
-const connector = (name: string, scopes: string[], table = `ext.${name.replace(/-/g, '_')}_rows`) => ({
-  apiVersion: 'connectors.svc.io/v1',
-  kind: 'Connector',
-  metadata: { name },
-  connector_type: 'rest-generic',
-  scopes,
-  spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'rows', path: '/rows', target: { table, unique_key: '$.id' } }] },
-});
-
-const entity = (name: string, scope: string | string[], table: string) => ({
-  apiVersion: 'apps.svc.io/v1',
-  kind: 'Entity',
-  metadata: { name },
-  spec: { scope, key: 'id', columns: [{ name: 'id', type: 'text' }], sources: [{ table, key: 'external_id', columns: { id: 'external_id' } }] },
-});
-
 const scopesOf = async (path: string) => ((await api.get(path)).body as { scopes: string[] }).scopes;
 const runsOf = async (name: string) => ((await api.get(`/api/platform/runs?connector=${name}`)).body as unknown[]).length;
 
@@ -53,10 +36,7 @@ async function ingest(as: Record<string, string>, query: string): Promise<{ stat
 beforeAll(async () => {
   hub = await startTestHub();
   api = devClient(hub.url, T);
-  const created = await api.post(`/api/tenants/${T}/users`, { login: 'crm-only', name: 'CRM only' });
-  const userId = (created.body as { id: number }).id;
-  expect((await api.put(`/api/tenants/${T}/users/${userId}/scopes`, { scopes: ['crm'] })).status).toBe(200);
-  crmHeaders = { 'X-Tenant-ID': String(T), 'X-User-ID': String(userId) };
+  crmHeaders = await boundUser(api, T, 'crm-only', ['crm']);
   crm = client(hub.url, crmHeaders);
   expect((await api.post('/api/connectors/apply', connector('erp', ['erp']))).status).toBe(201);
   expect((await api.post('/api/entities/apply', entity('erp-partner', 'erp', 'ext.erp_rows'))).status).toBe(201);

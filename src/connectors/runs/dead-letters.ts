@@ -65,15 +65,56 @@ export async function connectorIdsOf(tx: Tx, ref: string): Promise<string[]> {
 }
 
 /**
+ * The ids of the connectors a scope-bound caller holding the scopes of parameter `$n` may read: a
+ * connector of at least one scope, each held (a CSV source with no manifest, or a deleted
+ * connector, has none).
+ */
+const HELD_CONNECTORS = (n: number) => `select id from connectors.connectors where cardinality(scopes) > 0 and scopes <@ $${n}::text[]`;
+
+/**
+ * The scopes of the connector an entry came from, for the scope check of a scope-bound caller:
+ * [] when the connector is gone or was a CSV source with no manifest (no scope); undefined when there
+ * is no such entry, or it is erased.
+ */
+export async function deadLetterScopes(tx: Tx, id: string): Promise<string[] | undefined> {
+  assertEntryId(id);
+  const { rows } = await tx.query<{ scopes: string[] | null }>(
+    'select c.scopes from connectors.dead_letters d left join connectors.connectors c on c.id = d.connector_id where d.id = $1 and d.erased_at is null',
+    [id],
+  );
+  return rows[0] && (rows[0].scopes ?? []);
+}
+
+/** The connector id of a run (a UUID), as a list: empty when there is no such run. */
+export async function runConnectorIds(tx: Tx, runId: string): Promise<string[]> {
+  const { rows } = await tx.query<{ id: string }>('select connector_id as id from connectors.runs where id = $1', [runId]);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Whether any of these connector ids (a run's, or those a name stands for) is of a connector whose
+ * every scope is held: a filter naming only others' is a 403 to a scope-bound caller.
+ */
+export async function holdsAnyConnector(tx: Tx, ids: readonly string[], held: readonly string[]): Promise<boolean> {
+  const { rows } = await tx.query<{ held: boolean }>(`select exists (select 1 from (${HELD_CONNECTORS(2)}) c where c.id = any($1::uuid[])) as held`, [ids, held]);
+  return rows[0]!.held;
+}
+
+/**
  * Spec 1 list semantics: with `run`, that run's whole history (every reason and resolution) and it
  * wins over `connector`; with `connector`, only its unresolved entries; with neither, every active
  * (unresolved) entry. Erased entries never appear. Newest (largest id) first: a page after a key
- * holds the entries of smaller ids.
+ * holds the entries of smaller ids. `held`: a scope-bound caller's scopes; only the entries of
+ * connectors every scope of which is held are listed (in the statement, so that a page holds `limit`).
  */
-export async function listDeadLetters(tx: Tx, page: PageRequest, query: { runId?: string; connectorIds?: string[] }): Promise<Page<DeadLetter[]>> {
+export async function listDeadLetters(tx: Tx, page: PageRequest, query: { runId?: string; connectorIds?: string[]; held?: readonly string[] }): Promise<Page<DeadLetter[]>> {
   if (query.runId && !isUuid(query.runId)) return { items: [] };
   const values: unknown[] = [page.limit];
   const where = ['erased_at is null'];
+  if (query.held) {
+    values.push(query.held);
+    where.push(`connector_id in (${HELD_CONNECTORS(values.length)})`);
+  }
   if (query.runId) {
     values.push(query.runId);
     where.push(`run_id = $${values.length}`);

@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type Client, client, devClient } from '../../../test/harness/api-client.js';
+import { boundUser, connector, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+
+/**
+ * A scope-bound caller (docs/admin.md, "Scopes") holding every role reads, outside the retrieval
+ * API, only what belongs to scopes they hold: another domain's dead-letter entries (with their
+ * payloads) are refused with 403 `scope not granted`, and lists leave them out. Before, these
+ * surfaces were governed by roles alone: a user bound to `crm` holding svc_integrator and svc_admin
+ * read and replayed `erp`'s dead letters.
+ */
+
+const T = 1;
+let hub: TestHub;
+let api: Client;
+let crm: Client;
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  api = devClient(hub.url, T);
+  crm = client(hub.url, await boundUser(api, T, 'crm-only', ['crm']));
+  expect((await api.post('/api/connectors/apply', connector('erp', ['erp']))).status).toBe(201);
+  expect((await api.post('/api/connectors/apply', connector('crm', ['crm']))).status).toBe(201);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+});
+
+describe('a scope-bound caller reading dead letters', () => {
+  /** A run of the stored connector `name` and one dead-letter entry of it; their ids. */
+  const deadLetterOf = (name: string) =>
+    hub.services.db.withTenant(T, async (tx) => {
+      const run = await tx.query<{ id: string; connector_id: string }>(
+        "insert into connectors.runs (tenant_id, connector_id, connector_name, status, triggered_by) select tenant_id, id, name, 'Completed', 'test' from connectors.connectors where name = $1 returning id, connector_id",
+        [name],
+      );
+      const { id: runId, connector_id: connectorId } = run.rows[0]!;
+      const entry = await tx.query<{ id: string }>(
+        `insert into connectors.dead_letters (tenant_id, run_id, connector_id, skip_reason, error_message, payload)
+         values (core.current_tenant(), $1, $2, 'mapping', 'bad row', $3) returning id::text`,
+        [runId, connectorId, JSON.stringify({ secret: `${name} payload` })],
+      );
+      return { runId, entryId: entry.rows[0]!.id };
+    });
+  let erp: { runId: string; entryId: string };
+  let own: { runId: string; entryId: string };
+  const ids = (r: { body: unknown }) => (r.body as Array<{ id: number }>).map((e) => String(e.id));
+  const resolution = async (id: string) => ((await api.get(`/api/platform/dlq/${id}`)).body as { resolution: string | null }).resolution;
+
+  beforeAll(async () => {
+    erp = await deadLetterOf('erp');
+    own = await deadLetterOf('crm');
+  });
+
+  it("lists only the entries of connectors of their scopes, and refuses a filter naming another domain's", async () => {
+    expect(ids(await api.get('/api/platform/dlq'))).toEqual(expect.arrayContaining([erp.entryId, own.entryId]));
+    expect(ids(await crm.get('/api/platform/dlq'))).toEqual([own.entryId]);
+    expect(await crm.get('/api/platform/dlq?connector=erp')).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.get(`/api/platform/dlq?run=${erp.runId}`)).toMatchObject(SCOPE_REFUSED);
+    expect(ids(await crm.get('/api/platform/dlq?connector=crm'))).toEqual([own.entryId]);
+    expect(ids(await crm.get(`/api/platform/dlq?run=${own.runId}`))).toEqual([own.entryId]);
+  });
+
+  it("cannot read, replay, discard or erase another domain's entry", async () => {
+    expect(await crm.get(`/api/platform/dlq/${erp.entryId}`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post(`/api/platform/dlq/${erp.entryId}/replayed`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post(`/api/platform/dlq/${erp.entryId}/discard`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.del(`/api/platform/dlq/${erp.entryId}`)).toMatchObject(SCOPE_REFUSED);
+    expect(await api.get(`/api/platform/dlq/${erp.entryId}`)).toMatchObject({ status: 200, body: { resolution: null, payload: { secret: 'erp payload' } } });
+  });
+
+  it('reads and resolves the entries of their own connectors; an unknown entry is still a 404', async () => {
+    expect(await crm.get(`/api/platform/dlq/${own.entryId}`)).toMatchObject({ status: 200, body: { payload: { secret: 'crm payload' } } });
+    expect((await crm.post(`/api/platform/dlq/${own.entryId}/replayed`)).status).toBe(204);
+    expect(await resolution(own.entryId)).toBe('replayed');
+    expect((await crm.get('/api/platform/dlq/999999999')).status).toBe(404);
+  });
+});

@@ -1,0 +1,31 @@
+/** Manifests and answers shared by the scope-bound callers' suites (apiserver/routes/connectors/scope-bound-writes, scope-bound-reads). */
+import type { Client } from './api-client.js';
+
+export const SCOPE_REFUSED = { status: 403, body: { error: 'scope not granted' } };
+
+/** A rest-generic connector of these scopes with one endpoint `rows` into `table` (default `ext.<name>_rows`). */
+export const connector = (name: string, scopes: string[], table = `ext.${name.replace(/-/g, '_')}_rows`) => ({
+  apiVersion: 'connectors.svc.io/v1',
+  kind: 'Connector',
+  metadata: { name },
+  connector_type: 'rest-generic',
+  scopes,
+  spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'rows', path: '/rows', target: { table, unique_key: '$.id' } }] },
+});
+
+/** An entity of these scopes keyed `id`, read from `table`'s `external_id`. */
+export const entity = (name: string, scope: string | string[], table: string) => ({
+  apiVersion: 'apps.svc.io/v1',
+  kind: 'Entity',
+  metadata: { name },
+  spec: { scope, key: 'id', columns: [{ name: 'id', type: 'text' }], sources: [{ table, key: 'external_id', columns: { id: 'external_id' } }] },
+});
+
+/** The dev-bypass headers of a new user of tenant `tenantId` bound to `scopes`, created through `api` (an unbound caller). */
+export async function boundUser(api: Client, tenantId: number, login: string, scopes: string[]): Promise<Record<string, string>> {
+  const created = await api.post(`/api/tenants/${tenantId}/users`, { login, name: login });
+  const userId = (created.body as { id: number }).id;
+  const set = await api.put(`/api/tenants/${tenantId}/users/${userId}/scopes`, { scopes });
+  if (set.status !== 200) throw new Error(`binding ${login} to ${scopes.join(', ')} answered ${set.status}: ${set.text}`);
+  return { 'X-Tenant-ID': String(tenantId), 'X-User-ID': String(userId) };
+}
