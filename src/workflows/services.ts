@@ -16,9 +16,10 @@ export interface WorkflowServices {
    * which they hold, as applied and as stored before (store.ts, scopesOf): 403 `scope not granted`.
    */
   apply(tenantId: TenantId, caller: Caller, manifest: unknown, actor: string): Promise<ApplyResult>;
-  list(tenantId: TenantId): Promise<WorkflowRecord[]>;
-  /** Case-insensitive name; 404 when unknown. */
-  get(tenantId: TenantId, name: string): Promise<WorkflowDetail>;
+  /** The workflows a scope-bound caller holds every scope of (store.ts, scopesOf); every one to an unbound caller. */
+  list(tenantId: TenantId, caller: Caller): Promise<WorkflowRecord[]>;
+  /** Case-insensitive name; 404 when unknown; 403 `scope not granted` to a scope-bound caller not holding every scope of it. */
+  get(tenantId: TenantId, caller: Caller, name: string): Promise<WorkflowDetail>;
   /** Case-insensitive name; 404 when unknown; 403 `scope not granted` to a scope-bound caller not holding every scope of it as stored. */
   remove(tenantId: TenantId, caller: Caller, name: string): Promise<void>;
   /**
@@ -38,12 +39,19 @@ export function createWorkflowServices(deps: { db: Database; events: EventWriter
         requireEvery(await scopeAccess(tx, caller), result.scopes, result.replacedScopes ?? result.scopes);
         return result;
       }),
-    list: (t) => db.withTenant(t, (tx) => listWorkflows(tx)),
-    get: async (t, name) => {
-      const found = await db.withTenant(t, (tx) => getWorkflow(tx, name));
-      if (!found) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
-      return found;
-    },
+    list: (t, caller) =>
+      db.withTenant(t, async (tx) => {
+        const access = await scopeAccess(tx, caller);
+        return listWorkflows(tx, access.bound ? access.granted : undefined);
+      }),
+    get: (t, caller, name) =>
+      db.withTenant(t, async (tx) => {
+        const found = await getWorkflow(tx, name);
+        if (!found) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
+        const { scopes, ...workflow } = found;
+        requireEvery(await scopeAccess(tx, caller), scopes);
+        return workflow;
+      }),
     remove: async (t, caller, name) => {
       const deleted = await db.withTenant(t, (tx) => removeHeld(tx, caller, () => lockedWorkflowScopes(tx, name), () => deleteWorkflow(tx, name)));
       if (!deleted) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);

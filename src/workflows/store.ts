@@ -142,14 +142,27 @@ const recordOf = (r: Row): WorkflowRecord => ({
   updatedAt: r.updated_at,
 });
 
-export async function listWorkflows(tx: Tx): Promise<WorkflowRecord[]> {
-  const { rows } = await tx.query<Row>('select name, manifest, spec, created_at, updated_at from workflows.workflows order by name');
+/** A workflow's scopes in SQL (scopesOf: its own and its entity's as stored now), over `w` joined with its entity `e`. */
+const SCOPES_SQL = `array_remove(array[w.scope], null) || coalesce(e.scopes, '{}')`;
+const READ_SQL = `select w.name, w.manifest, w.spec, w.created_at, w.updated_at, ${SCOPES_SQL} as scopes
+  from workflows.workflows w left join entities.entities e on e.name = w.entity`;
+
+/**
+ * The workflows, by name. `held`: a scope-bound caller's scopes; only the workflows every scope of
+ * which (scopesOf) they hold are listed, none of no scope.
+ */
+export async function listWorkflows(tx: Tx, held?: readonly string[]): Promise<WorkflowRecord[]> {
+  const { rows } = await tx.query<Row>(
+    `${READ_SQL} where $1::text[] is null or (cardinality(${SCOPES_SQL}) > 0 and ${SCOPES_SQL} <@ $1::text[]) order by w.name`,
+    [held ?? null],
+  );
   return rows.map(recordOf);
 }
 
-export async function getWorkflow(tx: Tx, name: string): Promise<WorkflowDetail | undefined> {
-  const { rows } = await tx.query<Row>('select name, manifest, spec, created_at, updated_at from workflows.workflows where name = lower($1)', [name]);
-  return rows[0] && { ...recordOf(rows[0]), manifest: rows[0].manifest };
+/** The workflow of that name with the scopes it is of (scopesOf), for the scope check of a read. */
+export async function getWorkflow(tx: Tx, name: string): Promise<(WorkflowDetail & { scopes: string[] }) | undefined> {
+  const { rows } = await tx.query<Row & { scopes: string[] }>(`${READ_SQL} where w.name = lower($1)`, [name]);
+  return rows[0] && { ...recordOf(rows[0]), manifest: rows[0].manifest, scopes: [...new Set(rows[0].scopes)] };
 }
 
 /** The manifest as last applied (the operator compares it with the resource's); workflows have no schedule. */

@@ -21,6 +21,14 @@ export const entity = (name: string, scope: string | string[], table: string) =>
   spec: { scope, key: 'id', columns: [{ name: 'id', type: 'text' }], sources: [{ table, key: 'external_id', columns: { id: 'external_id' } }] },
 });
 
+/** A workflow over entity `entityName` (state column `id`), of `scope` when given (else the entity's first). */
+export const workflow = (name: string, entityName: string, scope?: string) => ({
+  apiVersion: 'apps.svc.io/v1',
+  kind: 'Workflow',
+  metadata: { name },
+  spec: { entity: entityName, ...(scope ? { scope } : {}), stateColumn: 'id', states: ['open', 'closed'] },
+});
+
 /** The dev-bypass headers of a new user of tenant `tenantId` bound to `scopes`, created through `api` (an unbound caller). */
 export async function boundUser(api: Client, tenantId: number, login: string, scopes: string[]): Promise<Record<string, string>> {
   const created = await api.post(`/api/tenants/${tenantId}/users`, { login, name: login });

@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Client, client, devClient } from '../../../test/harness/api-client.js';
-import { boundUser, connector, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
+import { boundUser, connector, entity, SCOPE_REFUSED, workflow } from '../../../test/harness/scope-manifests.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /**
  * A scope-bound caller (docs/admin.md, "Scopes") holding every role reads, outside the retrieval
  * API, only what belongs to scopes they hold: another domain's dead-letter entries (with their
- * payloads) are refused with 403 `scope not granted`, and lists leave them out. Before, these
- * surfaces were governed by roles alone: a user bound to `crm` holding svc_integrator and svc_admin
- * read and replayed `erp`'s dead letters.
+ * payloads) and workflows are refused with 403 `scope not granted`, and lists leave them out.
+ * Before, these surfaces were governed by roles alone: a user bound to `crm` holding svc_integrator
+ * and svc_admin read and replayed `erp`'s dead letters and read its workflows.
  */
 
 const T = 1;
@@ -76,5 +76,31 @@ describe('a scope-bound caller reading dead letters', () => {
     expect((await crm.post(`/api/platform/dlq/${own.entryId}/replayed`)).status).toBe(204);
     expect(await resolution(own.entryId)).toBe('replayed');
     expect((await crm.get('/api/platform/dlq/999999999')).status).toBe(404);
+  });
+});
+
+describe('a scope-bound caller reading workflows', () => {
+  const names = (r: { body: unknown }) => (r.body as Array<{ name: string }>).map((w) => w.name);
+
+  beforeAll(async () => {
+    expect((await api.post('/api/entities/apply', entity('erp-partner', 'erp', 'ext.erp_rows'))).status).toBe(201);
+    expect((await api.post('/api/entities/apply', entity('crm-partner', 'crm', 'ext.crm_rows'))).status).toBe(201);
+    expect((await api.post('/api/entities/apply', entity('shared-partner', ['crm', 'erp'], 'ext.crm_rows'))).status).toBe(201);
+    expect((await api.post('/api/workflows/apply', workflow('erp-flow', 'erp-partner'))).status).toBe(201);
+    expect((await api.post('/api/workflows/apply', workflow('crm-flow', 'crm-partner'))).status).toBe(201);
+    // Of scope crm, over an entity that is erp's too: its sweep announces erp's records.
+    expect((await api.post('/api/workflows/apply', workflow('shared-flow', 'shared-partner', 'crm'))).status).toBe(201);
+  });
+
+  it('lists only the workflows whose scope and whose entity\'s every scope they hold', async () => {
+    expect(names(await api.get('/api/platform/workflows'))).toEqual(['crm-flow', 'erp-flow', 'shared-flow']);
+    expect(names(await crm.get('/api/platform/workflows'))).toEqual(['crm-flow']);
+  });
+
+  it("cannot read another domain's workflow, nor one over an entity of another domain too", async () => {
+    expect(await crm.get('/api/platform/workflows/erp-flow')).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.get('/api/platform/workflows/shared-flow')).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.get('/api/platform/workflows/crm-flow')).toMatchObject({ status: 200, body: { name: 'crm-flow', scope: 'crm' } });
+    expect((await crm.get('/api/platform/workflows/no-such-flow')).status).toBe(404);
   });
 });

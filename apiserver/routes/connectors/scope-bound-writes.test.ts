@@ -5,7 +5,7 @@ import { until } from '../../../test/harness/until.js';
 import { applyConnector } from '../../../src/connectors/store.js';
 import type { Tx } from '../../../src/db/database.js';
 import { applyEntity } from '../../../src/entities/store.js';
-import { boundUser, connector, entity, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
+import { boundUser, connector, entity, SCOPE_REFUSED, workflow } from '../../../test/harness/scope-manifests.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /**
@@ -189,12 +189,6 @@ describe('a scope-bound caller writing entities', () => {
 });
 
 describe('a scope-bound caller writing workflows', () => {
-  const workflow = (name: string, entityName: string, scope?: string) => ({
-    apiVersion: 'apps.svc.io/v1',
-    kind: 'Workflow',
-    metadata: { name },
-    spec: { entity: entityName, ...(scope ? { scope } : {}), stateColumn: 'id', states: ['open', 'closed'] },
-  });
   /** The scopes of the lifecycle chunks of workflow `name` (one list per chunk). */
   const chunkScopes = async (name: string) =>
     (await hub.services.db.withTenant(T, (tx) => tx.query<{ scopes: string[] }>('select scopes from retrieval.chunks where corpus = $1', [`workflow:${name}`]))).rows.map((r) => r.scopes);

@@ -76,13 +76,14 @@ export const workflowRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/platform/workflows', operationId: 'listWorkflows', summary: 'Declared workflows of the caller\'s tenant, by name', tags: ['Workflows'],
     auth: ['svc_integrator', ['svc_admin', 'svc_superadmin']],
+    description: 'A scope-bound caller lists only the workflows whose scope and whose entity\'s every scope they hold.',
     responses: { 200: { description: 'Workflows', schema: { type: 'array', items: workflowRecord } }, ...refusals(true) },
-    handler: ({ services, principal }) => services.workflows.list(callerTenant(principal)),
+    handler: ({ services, principal }) => services.workflows.list(callerTenant(principal), principal),
   }),
   route({
     method: 'GET', path: '/api/platform/workflows/{name}', operationId: 'getWorkflow', summary: 'One workflow with its manifest as applied', tags: ['Workflows'],
     auth: ['svc_integrator', ['svc_admin', 'svc_superadmin']], params: nameParam,
-    responses: { 200: { description: 'The workflow', schema: workflowDetail }, ...notFound, ...refusals(true) },
-    handler: ({ services, principal, params }) => services.workflows.get(callerTenant(principal), params.name),
+    responses: { 200: { description: 'The workflow', schema: workflowDetail }, ...notFound, ...scopeRefusals(true, "the workflow's scope and every scope of its entity") },
+    handler: ({ services, principal, params }) => services.workflows.get(callerTenant(principal), principal, params.name),
   }),
 ];
