@@ -87,8 +87,8 @@ export interface ConnectorTenantServices {
     discard(tenantId: TenantId, caller: Caller, id: string): Promise<void>;
     erase(tenantId: TenantId, caller: Caller, id: string): Promise<void>;
   };
-  /** The source row behind a citation row hash, flattened to strings. */
-  rowByHash(tenantId: TenantId, hash: string): Promise<Record<string, string>>;
+  /** The source row behind a citation row hash, flattened to strings; 403 `scope not granted` to a scope-bound caller not holding every scope of its table's writers. */
+  rowByHash(tenantId: TenantId, caller: Caller, hash: string): Promise<Record<string, string>>;
 }
 
 /** 403 `scope not granted` unless the caller holds every scope of the stored connector of that name (locked); nothing when there is none (the write's own 404 follows). */
@@ -235,6 +235,6 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
           await erase(tx, id);
         }),
     },
-    rowByHash: (t, hash) => db.readWithTenant(t, (tx) => rowByHash(tx, hash)),
+    rowByHash: (t, caller, hash) => db.readWithTenant(t, async (tx) => rowByHash(tx, hash, await scopeAccess(tx, caller))),
   };
 }

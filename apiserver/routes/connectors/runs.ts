@@ -164,8 +164,8 @@ export const runRoutes: RouteDecl[] = [
     responses: {
       200: { description: 'The row', schema: { type: 'object', additionalProperties: { type: 'string' } } },
       404: { description: 'Nothing resolves', schema: errorBody },
-      ...refusals(true),
+      ...scopeRefusals(true, 'every scope of every connector writing the row\'s table (a CSV source with no manifest has none)'),
     },
-    handler: ({ services, principal, params }) => services.connectors.rowByHash(callerTenant(principal), params.hash),
+    handler: ({ services, principal, params }) => services.connectors.rowByHash(callerTenant(principal), principal, params.hash),
   }),
 ];

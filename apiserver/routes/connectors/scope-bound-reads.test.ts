@@ -6,15 +6,25 @@ import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 /**
  * A scope-bound caller (docs/admin.md, "Scopes") holding every role reads, outside the retrieval
  * API, only what belongs to scopes they hold: another domain's dead-letter entries (with their
- * payloads) and workflows are refused with 403 `scope not granted`, and lists leave them out.
- * Before, these surfaces were governed by roles alone: a user bound to `crm` holding svc_integrator
- * and svc_admin read and replayed `erp`'s dead letters and read its workflows.
+ * payloads), workflows and source rows by hash are refused with 403 `scope not granted`, and lists
+ * leave them out. Before, these surfaces were governed by roles alone: a user bound to `crm` holding
+ * svc_integrator and svc_admin read and replayed `erp`'s dead letters, read its workflows and its rows.
  */
 
 const T = 1;
 let hub: TestHub;
 let api: Client;
 let crm: Client;
+
+/** An unbound CSV ingest of `body` under a stored connector into `ext.<table>`. */
+async function ingest(query: string, body: string): Promise<void> {
+  const res = await fetch(`${hub.url}/api/platform/sources/csv/ingest?${query}`, { method: 'POST', headers: { 'X-Tenant-ID': String(T), 'content-type': 'text/csv' }, body });
+  expect(res.status).toBe(200);
+}
+
+/** The row hash of the row of `ext.<table>` whose key is `id`. */
+const hashOf = async (table: string, id: string) =>
+  (await hub.services.db.withTenant(T, (tx) => tx.query<{ row_hash: string }>(`select row_hash from ext_t${T}.${table} where external_id = $1`, [id]))).rows[0]!.row_hash;
 
 beforeAll(async () => {
   hub = await startTestHub();
@@ -102,5 +112,30 @@ describe('a scope-bound caller reading workflows', () => {
     expect(await crm.get('/api/platform/workflows/shared-flow')).toMatchObject(SCOPE_REFUSED);
     expect(await crm.get('/api/platform/workflows/crm-flow')).toMatchObject({ status: 200, body: { name: 'crm-flow', scope: 'crm' } });
     expect((await crm.get('/api/platform/workflows/no-such-flow')).status).toBe(404);
+  });
+});
+
+describe('a scope-bound caller reading a row by its hash', () => {
+  const row = (hash: string, as = crm) => as.get(`/api/platform/data/row/${hash}`);
+
+  beforeAll(async () => {
+    await ingest('connector=erp&table=erp_csv&key=id', 'id,name\n2,Bob\n');
+    await ingest('connector=crm&table=crm_csv&key=id', 'id,name\n1,Ada\n');
+    await ingest('connector=loose&table=loose_csv&key=id', 'id,name\n3,Cy\n');
+  });
+
+  it("reads a row of a table only connectors of their scopes write, not another domain's nor a CSV source's of no scope", async () => {
+    const [erp, own, loose] = [await hashOf('erp_csv', '2'), await hashOf('crm_csv', '1'), await hashOf('loose_csv', '3')];
+    expect(await row(erp, api)).toMatchObject({ status: 200, body: { id: '2', name: 'Bob' } });
+    expect(await row(erp)).toMatchObject(SCOPE_REFUSED);
+    expect(await row(loose)).toMatchObject(SCOPE_REFUSED);
+    expect(await row(own)).toMatchObject({ status: 200, body: { id: '1', name: 'Ada' } });
+    expect((await row('0'.repeat(64))).status).toBe(404);
+  });
+
+  it('cannot read a row of their table once another domain\'s connector writes it too', async () => {
+    await ingest('connector=erp&table=crm_csv&key=id', 'id,name\n4,Dee\n');
+    expect(await row(await hashOf('crm_csv', '4'))).toMatchObject(SCOPE_REFUSED);
+    expect(await row(await hashOf('crm_csv', '1'))).toMatchObject(SCOPE_REFUSED);
   });
 });

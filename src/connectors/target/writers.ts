@@ -39,3 +39,13 @@ export async function requireTableWriters(tx: Tx, access: ScopeAccess, tables: r
     if ((options.written && of.length === 0) || !of.every((scopes) => holdsEvery(access, scopes))) throw new ScopeNotGranted();
   }
 }
+
+/**
+ * Of these tables, those a scope-bound caller may read: every scope of every writer of the table is
+ * theirs, and it has a writer. Every table for an unbound caller (nothing is read).
+ */
+export async function heldTables(tx: Tx, access: ScopeAccess, tables: readonly string[]): Promise<Set<string>> {
+  if (!access.bound) return new Set(tables);
+  const writers = await writersOf(tx, tables);
+  return new Set(tables.filter((table) => (writers.get(table) ?? []).length > 0 && writers.get(table)!.every((scopes) => holdsEvery(access, scopes))));
+}
