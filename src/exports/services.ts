@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { scopeAccess } from '../admin/scope-access.js';
+import { type ScopeAccess, scopeAccess } from '../admin/scope-access.js';
+import { requireTableWriters } from '../connectors/target/writers.js';
 import type { Principal } from '../auth/principal.js';
 import { type Config, ConfigError } from '../config/config.js';
 import { entityShape } from './entity-shape.js';
@@ -110,6 +111,24 @@ function holds(access: { bound: boolean; granted: string[] }, scope: string): bo
 async function requireScope(tx: Tx, caller: Caller, scope: string): Promise<void> {
   const access = await scopeAccess(tx, caller);
   if (!holds(access, scope)) throw new ScopeNotGranted();
+}
+
+/**
+ * 403 `scope not granted` unless a scope-bound caller holds every scope of every connector writing
+ * the source tables of entity `entityName` (their rows belong to those scopes, whatever the entity
+ * declares: src/connectors/target/writers.ts). Nothing for an unknown entity (the run fails on it).
+ */
+async function requireEntitySources(tx: Tx, access: ScopeAccess, entityName: string): Promise<void> {
+  if (!access.bound) return;
+  const entity = await loadEntity(tx, entityName);
+  if (entity) await requireTableWriters(tx, access, entity.sources.map((s) => s.table));
+}
+
+/** The export of that name for a run the caller asks for: its scope held (found), and its entity's sources (requireEntitySources). */
+async function runnable(tx: Tx, caller: Caller, name: string): Promise<ExportDetail> {
+  const exp = await found(tx, caller, name, 'share');
+  await requireEntitySources(tx, await scopeAccess(tx, caller), exp.entity);
+  return exp;
 }
 
 /** The export of that name if the caller holds its scope (404, 403); `lock` as getExport's. */
@@ -237,7 +256,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
       async start(t, caller, name, actor) {
         // The caller's scope checked in the claim's transaction, the export's row held until the run is
         // recorded: a re-apply to another scope cannot come between (it waits, or was read first).
-        const started = await runner.start(t, (tx) => found(tx, caller, name, 'share'), { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
+        const started = await runner.start(t, (tx) => runnable(tx, caller, name), { trigger: 'manual', artifactTime: new Date(), requestedBy: actor });
         return started!.run;
       },
       list: (t, caller, name, page) =>
@@ -295,6 +314,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
             throw deletedSince(id, name.toLowerCase());
           }
           await requireScope(tx, caller, exp.scope);
+          await requireEntitySources(tx, await scopeAccess(tx, caller), exp.entity);
           return exp;
         };
         return (await runner.retry(t, checked, id, actor)).run;
@@ -313,6 +333,8 @@ export function createExportServices(deps: ExportDeps): ExportServices {
           if (!entity) throw new NotFoundError(`entity ${entityName.toLowerCase()} not found`);
           const access = await scopeAccess(tx, caller);
           if (access.bound && !entity.scopes.some((s) => holds(access, s))) throw new ScopeNotGranted();
+          // Its rows are of the scopes of the connectors writing its sources, whatever it declares.
+          await requireTableWriters(tx, access, entity.sources.map((s) => s.table));
           const relation = await entityRelation(tx, entity).catch((err: unknown) => {
             // An entity applied before its sources were ingested (the apply warned): nothing to read yet.
             if (err instanceof EntityDefinitionError) throw new ConflictError(`entity ${entity.name} cannot be read: ${err.message}; ingest its sources first or fix the entity`);

@@ -1,14 +1,17 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Client, client, devClient } from '../../../test/harness/api-client.js';
 import { boundUser, connector, entity, SCOPE_REFUSED, workflow } from '../../../test/harness/scope-manifests.js';
+import { itemS3Export } from '../../../test/harness/export-manifests.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /**
  * A scope-bound caller (docs/admin.md, "Scopes") holding every role reads, outside the retrieval
  * API, only what belongs to scopes they hold: another domain's dead-letter entries (with their
- * payloads), workflows and source rows by hash are refused with 403 `scope not granted`, and lists
- * leave them out. Before, these surfaces were governed by roles alone: a user bound to `crm` holding
- * svc_integrator and svc_admin read and replayed `erp`'s dead letters, read its workflows and its rows.
+ * payloads), workflows, source rows by hash, and an entity of theirs whose source table another
+ * domain's connector writes too are refused with 403 `scope not granted`, and lists leave them out.
+ * Before, these surfaces were governed by roles alone: a user bound to `crm` holding svc_integrator
+ * and svc_admin read and replayed `erp`'s dead letters, read its workflows and its rows, and read
+ * erp's rows through a crm entity once an erp connector wrote its table.
  */
 
 const T = 1;
@@ -137,5 +140,36 @@ describe('a scope-bound caller reading a row by its hash', () => {
     await ingest('connector=erp&table=crm_csv&key=id', 'id,name\n4,Dee\n');
     expect(await row(await hashOf('crm_csv', '4'))).toMatchObject(SCOPE_REFUSED);
     expect(await row(await hashOf('crm_csv', '1'))).toMatchObject(SCOPE_REFUSED);
+  });
+});
+
+describe("a scope-bound caller reading an entity whose table another domain's connector starts writing", () => {
+  /** An S3 export of scope crm, of column `id` of entity `entityName` (a run is refused before it would reach the endpoint). */
+  const exportOf = (name: string, entityName: string) => {
+    const manifest = itemS3Export(name, 'http://127.0.0.1:9');
+    return { ...manifest, spec: { ...manifest.spec, source: { entity: entityName }, columns: ['id'] } };
+  };
+  const download = (as: Client) => as.get('/api/exports/entities/crm-shared/download');
+
+  beforeAll(async () => {
+    for (const name of ['S3_KEY', 'S3_SECRET']) expect((await api.post('/api/platform/secrets', { name, value: 'x' })).status).toBe(201);
+    expect((await api.post('/api/connectors/apply', connector('crm-shared', ['crm']))).status).toBe(201);
+    await ingest('connector=crm-shared&table=crm_shared_rows&key=id', 'id,name\n1,Ada\n');
+    expect((await crm.post('/api/entities/apply', entity('crm-shared', 'crm', 'ext.crm_shared_rows'))).status).toBe(201);
+    expect((await crm.post('/api/exports/apply', exportOf('crm-shared-drop', 'crm-shared'))).status).toBe(201);
+    expect(await download(crm)).toMatchObject({ status: 200, text: '"id"\r\n"1"\r\n' });
+    // An unbound administrator points an erp connector at the crm entity's table: its rows become erp's too.
+    expect((await api.post('/api/connectors/apply', connector('erp-over', ['erp'], 'ext.crm_shared_rows'))).status).toBe(201);
+    await ingest('connector=erp-over&table=crm_shared_rows&key=id', 'id,name\n9,Erp\n');
+  });
+
+  it('cannot download it any more; an unbound caller still can', async () => {
+    expect(await download(crm)).toMatchObject(SCOPE_REFUSED);
+    expect(await download(api)).toMatchObject({ status: 200, text: '"id"\r\n"1"\r\n"9"\r\n' });
+  });
+
+  it('cannot run an export of it any more', async () => {
+    expect(await crm.post('/api/exports/crm-shared-drop/runs')).toMatchObject(SCOPE_REFUSED);
+    expect((await api.get('/api/exports/crm-shared-drop/runs')).body).toEqual([]);
   });
 });
