@@ -10,6 +10,7 @@ import { guardQuery, MAX_ROWS } from './analytic/guards.js';
 import type { AnalyticGate } from './analytic/gate.js';
 import { AnalyticRefusal } from './analytic/refusal.js';
 import { runReadOnly } from './analytic/run.js';
+import { readableCard } from './analytic/held-card.js';
 import type { SchemaCard } from './analytic/schema-card.js';
 import { fencedData } from './chat/fence.js';
 import type { ChatPort } from './chat/port.js';
@@ -142,9 +143,11 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   const scope = resolved.scope ?? (resolved.allowed?.length === 1 ? resolved.allowed[0] : undefined);
   if (scope === undefined && resolved.allowed) throw new ScopeNotGranted();
   const name = scope ?? '';
-  const { stored, asOf, entities, lifecycle } = await deps.db.withTenant(tenantId, async (tx) => {
-    const card = await loadCard(tx, name);
-    return { stored: card, asOf: await dataAsOf(tx, name), entities: await entityRelations(tx, card?.card), lifecycle: await scopeHasWorkflow(tx, name) };
+  const { stored, card, asOf, entities, lifecycle } = await deps.db.withTenant(tenantId, async (tx) => {
+    const found = await loadCard(tx, name);
+    // A scope-bound caller queries only the relations whose rows are all of their scopes.
+    const readable = found && (await readableCard(tx, found.card, resolved.allowed));
+    return { stored: found, card: readable, asOf: await dataAsOf(tx, name), entities: await entityRelations(tx, readable), lifecycle: await scopeHasWorkflow(tx, name) };
   });
   if (!stored) {
     throw new ConflictError(
@@ -155,13 +158,14 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
         : `POST /api/platform/rag/rediscover?scope=${encodeURIComponent(name)} (svc rediscover --scope ${name}) builds the card from the scope's ingested tables`,
     );
   }
+  if (card!.relations.length === 0 && stored.card.relations.length > 0) throw new ScopeNotGranted();
   const otherDoors: string[] = [];
   // Where the scope fuses entities, what their sources disagree on is in the conflict ledger (off the card).
   // Where the scope declares a workflow, its lifecycle (corpus workflow:<name>) answers in semantic mode.
   const refusedDoors = [...(lifecycle ? ['lifecycle'] : []), ...(entities.size > 0 ? ['conflicts'] : [])];
   if (!deps.chat) throw NO_CHAT;
   // Held to svc.llm.context-chars as semantic chat's context is (a default budget when it is not set).
-  const fitted = fitCard(stored.card, question, deps.chat.contextChars ?? CARD_CHARS_UNSET, deps.chat.contextChars !== undefined);
+  const fitted = fitCard(card!, question, deps.chat.contextChars ?? CARD_CHARS_UNSET, deps.chat.contextChars !== undefined);
   const written = await deps.chat.complete([
     { role: 'system', content: ANALYTIC_SYSTEM },
     { role: 'user', content: cardMessage(fitted.text) },
@@ -170,7 +174,7 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   const refusal = (answer: string, sql: string): AnalyticAnswer => ({ answer, sql, rowCount: 0, rows: [], otherDoors: refusedDoors });
   const { sql, abstained } = extractSql(written);
   if (abstained !== undefined || !sql) return refusal(`The model could not write a query: ${abstained ?? 'it answered nothing'}${cutCard(fitted)}`, '');
-  const verdict = await guardQuery(sql, stored.card, {
+  const verdict = await guardQuery(sql, card!, {
     maxRows: MAX_ROWS,
     resolveRelation: (relation) => tenantTableSql(tenantId, relation),
     resolveSubquery: (relation) => {

@@ -8,6 +8,7 @@ import { AnalyticGate } from './analytic/gate.js';
 import { AnalyticRefusal } from './analytic/refusal.js';
 import type { ChatPort } from './chat/port.js';
 import { DiscoveryNotStarted, discoverCard, loadCard, type StoredCard } from './discovery.js';
+import { readableCard } from './analytic/held-card.js';
 import { type SemanticAnswer, semanticChat } from './chat/semantic.js';
 import { type EmbeddingPort, modelName } from './embedding/port.js';
 import { checkModel, confirmModel, embedPending, expandPending } from './indexer.js';
@@ -99,8 +100,8 @@ export interface RetrievalServices {
   chat(tenantId: number, question: string, request: Omit<SearchRequest, 'query'>, signal?: AbortSignal): Promise<SemanticAnswer>;
   /** Analytic chat over the scope's schema card (src/retrieval/analytic-chat.ts). `signal`: the asking client went away (both). */
   analytic(tenantId: number, question: string, scope: ResolvedScope, signal?: AbortSignal): Promise<AnalyticAnswer>;
-  /** The stored schema card of a scope. */
-  schemaCard(tenantId: number, scope: string): Promise<StoredCard | undefined>;
+  /** The stored schema card of a scope; to a scope-bound caller (`granted`), only the relations whose rows are all of their scopes (analytic/held-card.ts). */
+  schemaCard(tenantId: number, scope: string, granted?: readonly string[]): Promise<StoredCard | undefined>;
   /**
    * Discovers and stores a scope's schema card from its ext tables, held to the statement timeout in all.
    * It takes a turn among the analytic queries (the gate), whose connection it holds as long: a
@@ -383,7 +384,11 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
     chat: (tenantId, question, request, signal) => semanticChat((r, s) => search(tenantId, r, s), deps.chat, question, request, signal),
     analytic: (tenantId, question, scope, signal) =>
       analyticChat({ db, chat: deps.chat, statementTimeoutMs: deps.statementTimeoutMs, maxAnswerBytes: deps.maxAnswerBytes ?? 4 * 1024 * 1024, memory: deps.analyticMemory, gate: analyticGate }, tenantId, question, scope, signal),
-    schemaCard: (tenantId, scope) => db.withTenant(tenantId, (tx) => loadCard(tx, scope)),
+    schemaCard: (tenantId, scope, granted) =>
+      db.withTenant(tenantId, async (tx) => {
+        const stored = await loadCard(tx, scope);
+        return stored && { ...stored, card: await readableCard(tx, stored.card, granted) };
+      }),
     rediscover: async (tenantId, scope, signal) => {
       const discover = () => db.withTenant(tenantId, (tx) => discoverCard(tx, scope, deps.statementTimeoutMs, signal && { db, signal }));
       try {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Client, client, devClient } from '../../../test/harness/api-client.js';
 import { boundUser, connector, entity, SCOPE_REFUSED, workflow } from '../../../test/harness/scope-manifests.js';
 import { itemS3Export } from '../../../test/harness/export-manifests.js';
+import { type ChatModel, startChatModel } from '../../../test/harness/chat-model.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 
 /**
@@ -11,13 +12,16 @@ import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
  * domain's connector writes too are refused with 403 `scope not granted`, and lists leave them out.
  * Before, these surfaces were governed by roles alone: a user bound to `crm` holding svc_integrator
  * and svc_admin read and replayed `erp`'s dead letters, read its workflows and its rows, and read
- * erp's rows through a crm entity once an erp connector wrote its table.
+ * erp's rows through a crm entity (download, export, analytic chat) once an erp connector wrote its table.
  */
 
 const T = 1;
 let hub: TestHub;
 let api: Client;
 let crm: Client;
+let model: ChatModel;
+/** What the stand-in model answers next (analytic chat's SQL). */
+let nextAnswer = '';
 
 /** An unbound CSV ingest of `body` under a stored connector into `ext.<table>`. */
 async function ingest(query: string, body: string): Promise<void> {
@@ -30,7 +34,8 @@ const hashOf = async (table: string, id: string) =>
   (await hub.services.db.withTenant(T, (tx) => tx.query<{ row_hash: string }>(`select row_hash from ext_t${T}.${table} where external_id = $1`, [id]))).rows[0]!.row_hash;
 
 beforeAll(async () => {
-  hub = await startTestHub();
+  model = await startChatModel({ script: () => nextAnswer });
+  hub = await startTestHub({ 'svc.llm.base-url': model.url, 'svc.llm.model': 'stand-in' });
   api = devClient(hub.url, T);
   crm = client(hub.url, await boundUser(api, T, 'crm-only', ['crm']));
   expect((await api.post('/api/connectors/apply', connector('erp', ['erp']))).status).toBe(201);
@@ -39,6 +44,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await hub?.stop();
+  await model?.close();
 });
 
 describe('a scope-bound caller reading dead letters', () => {
@@ -166,6 +172,22 @@ describe("a scope-bound caller reading an entity whose table another domain's co
   it('cannot download it any more; an unbound caller still can', async () => {
     expect(await download(crm)).toMatchObject(SCOPE_REFUSED);
     expect(await download(api)).toMatchObject({ status: 200, text: '"id"\r\n"1"\r\n"9"\r\n' });
+  });
+
+  it("neither sees nor queries it, nor the table, on their scope's schema card", async () => {
+    await ingest('connector=crm-shared&table=crm_solo&key=id', 'id,name\n5,Eve\n');
+    expect((await api.post('/api/platform/rag/rediscover?scope=crm')).status).toBe(200);
+    const relations = async (as: Client) => ((await as.get('/api/platform/rag/schema?scope=crm')).body as { relations: Array<{ name: string }> }).relations.map((r) => r.name);
+    expect(await relations(api)).toEqual(expect.arrayContaining(['ext.crm_shared_rows', 'ext.crm_solo', 'entity.crm-shared']));
+    expect(await relations(crm)).toContain('ext.crm_solo');
+    expect(await relations(crm)).not.toContain('ext.crm_shared_rows');
+    expect(await relations(crm)).not.toContain('entity.crm-shared');
+    const ask = (as: Client) => as.post('/api/platform/rag/chat', { question: 'how many?', mode: 'analytic', scope: 'crm' });
+    nextAnswer = 'select count(*)::int as n from ext.crm_shared_rows';
+    expect((await ask(api)).body).toMatchObject({ rowCount: 1, rows: [{ n: 2 }] });
+    expect((await ask(crm)).body).toMatchObject({ rowCount: 0, answer: expect.stringMatching(/^Refused \(guard 2\)/) });
+    nextAnswer = 'select count(*)::int as n from ext.crm_solo';
+    expect((await ask(crm)).body).toMatchObject({ rowCount: 1, rows: [{ n: 1 }] });
   });
 
   it('cannot run an export of it any more', async () => {

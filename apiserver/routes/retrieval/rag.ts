@@ -243,7 +243,7 @@ export const ragRoutes: RouteDecl[] = [
     },
     handler: async ({ services, principal, query }) => {
       const scope = await askedScope(services, principal, query.scope);
-      const stored = await services.retrieval.schemaCard(callerTenant(principal), scope);
+      const stored = await services.retrieval.schemaCard(callerTenant(principal), scope, await grantedScopes(services, principal));
       if (!stored) throw new NotFoundError(`No schema card found for scope: ${scope}`);
       return { scope, sourceType: stored.sourceType, enriched: stored.enriched, updatedAt: stored.updatedAt.toISOString(), relations: stored.card.relations };
     },
