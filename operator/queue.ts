@@ -77,6 +77,11 @@ export class ReconcileQueue {
     return this.order.length;
   }
 
+  /** No key waits, is handed out, or waits out a delay. */
+  get idle(): boolean {
+    return this.order.length === 0 && this.active.size === 0 && this.delayed.size === 0;
+  }
+
   add(key: string): void {
     if (this.closed) return;
     // An earlier add ends the delay (its timer, if it was the earliest, finds nothing due and moves on).

@@ -77,17 +77,31 @@ const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', RELEASE_NS, na
 const ready = (name: string) => connector(name)?.status?.conditions?.find((c) => c.type === 'Ready');
 const writes = () => api.requests.filter((r) => r.method !== 'GET').length;
 
-/** Waits until nothing has been written to the stand-in for `quietMs`. */
-async function settled(quietMs = 400): Promise<void> {
-  let count = writes();
-  let since = Date.now();
-  await until('the operator to settle', () => {
-    if (writes() !== count) {
-      count = writes();
-      since = Date.now();
-    }
-    return Date.now() - since >= quietMs;
-  });
+/**
+ * Waits until the operators (default: the file's) have handled everything: each one idle
+ * (Operator.progress: no key queued, reconciled or waiting out a retry; no sweep, poll or Event under
+ * way) with every informer at the stand-in's current resourceVersion (a bookmark carries it there
+ * over watches that saw no change), all at one instant. Nothing more happens then until the test
+ * changes something (or a timer of the operator's fires).
+ */
+async function settled(...operators: Operator[]): Promise<void> {
+  const ops = operators.length ? operators : [operator];
+  const caughtUp = () => {
+    const at = Number(api.resourceVersion);
+    return ops.every((op) => {
+      const { idle, resourceVersions } = op.progress();
+      return idle && resourceVersions.every((v) => Number(v) >= at);
+    });
+  };
+  await until(
+    'the operator to settle',
+    () => {
+      if (caughtUp()) return true;
+      api.bookmark();
+      return false;
+    },
+    { detail: () => `${JSON.stringify(ops.map((op) => op.progress()))} at resourceVersion ${api.resourceVersion}` },
+  );
 }
 
 /** Runs a resync and waits until it has read the API server and the operator has settled again. */
@@ -366,7 +380,7 @@ describe('a Connector resource', () => {
       api.apply('connectors', { ...open, metadata: { name: 'scoped', namespace, labels: { 'svc.io/operator-instance': 'scoped' } } });
       const at = () => api.get(API_VERSION, 'connectors', namespace, 'scoped') as Resource | undefined;
       await until('Ready in default', () => at()?.status?.tenant === 'default' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True');
-      await settled();
+      await settled(operator, scoped);
       // The resync is an hour here.
       relabel('globex');
       await until('moved to globex', () => at()?.status?.tenant === 'globex' && at()?.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True', 10_000);

@@ -130,6 +130,9 @@ interface Watched<T> {
   restart?: NodeJS.Timeout;
 }
 
+/** The resourceVersion an informer saw last ('' before its first list, or after a failed one). */
+const versionOf = (informer: unknown): string => (informer as { latestResourceVersion(): string }).latestResourceVersion();
+
 /** Everything one leadership term owns; nothing survives into the next. */
 class Term {
   readonly resources: Array<Watched<Resource> & { kind: ManifestKind; namespace: string | undefined }> = [];
@@ -141,6 +144,24 @@ class Term {
   readonly tenancy = new Map<string, string>();
   readonly workers: Promise<void>[] = [];
   alive = 0;
+  /** Reconciles finished in this term (Operator.progress). */
+  reconciles = 0;
+  /** Work under way besides the workers' (sweeps, polls, an informer's restart, Events): Operator.progress. */
+  private background = 0;
+
+  /** Counts `work` as under way until it settles; returns it. */
+  track<T>(work: Promise<T>): Promise<T> {
+    this.background++;
+    void work.then(
+      () => this.background--,
+      () => this.background--,
+    );
+    return work;
+  }
+
+  get busy(): boolean {
+    return this.background > 0;
+  }
   active = true;
   /** Set once start() has finished starting the informers and workers. */
   started = false;
@@ -284,7 +305,7 @@ export class Operator {
         const delay = Math.min(this.options.backoffMax, Math.max(this.options.backoffBase, 1_000));
         logger().warn({ err: loggableMessage(err) }, `watch of ${watched.what} failed; restarting in ${delay} ms`);
         if (watched.restart) clearTimeout(watched.restart);
-        watched.restart = setTimeout(() => void this.startInformer(term, watched), delay);
+        watched.restart = setTimeout(() => void term.track(this.startInformer(term, watched)), delay);
       });
       await this.startInformer(term, watched);
       if (!term.active) return;
@@ -298,7 +319,7 @@ export class Operator {
       term.namespacePoll = setInterval(() => {
         if (polling) return;
         polling = true;
-        void this.pollNamespaces(term).finally(() => {
+        void term.track(this.pollNamespaces(term)).finally(() => {
           polling = false;
         });
       }, namespacePollEvery);
@@ -311,7 +332,7 @@ export class Operator {
       term.runPoll = setInterval(() => {
         if (polling) return;
         polling = true;
-        void this.pollRuns().finally(() => {
+        void term.track(this.pollRuns()).finally(() => {
           polling = false;
         });
       }, this.options.runPollEvery);
@@ -319,7 +340,7 @@ export class Operator {
     }
     for (let i = 0; i < (this.options.workers ?? 2); i++) term.workers.push(this.work(term));
     term.started = true;
-    void this.removeOrphans();
+    void term.track(this.removeOrphans());
     logger().info(
       `operator reconciling ${this.options.kinds.map((k) => `${k.plural}.${k.group}`).join(', ')} in ${this.namespaces.length ? `namespaces ${this.namespaces.join(', ')}` : 'all namespaces'} (${this.instance ? `instance ${this.instance}` : 'no instance label'}); CronJobs in ${this.options.cronJobNamespace}`,
     );
@@ -349,6 +370,29 @@ export class Operator {
   /** Queues the keys whose retry is due on the monotonic clock (their timer does; a test that moves the clock by hand calls it). */
   retryDue(): string[] {
     return this.term?.queue.addDue() ?? [];
+  }
+
+  /**
+   * What a test waits on instead of a quiet spell (the operator itself never asks): the reconciles
+   * this term finished (failed ones not counted); whether it is idle (no key waits, is reconciled or
+   * waits out a retry, and no sweep, poll, informer restart or Event is under way); and the
+   * resourceVersion each informer saw last (of an event, a bookmark or its list; '' before its first list).
+   * Idle, with every informer at the API server's current resourceVersion, nothing more happens
+   * until something changes or a timer (resync, run poll, Namespace poll) fires.
+   */
+  progress(): { reconciles: number; idle: boolean; resourceVersions: string[] } {
+    const term = this.term;
+    if (!term) return { reconciles: 0, idle: true, resourceVersions: [] };
+    return {
+      reconciles: term.reconciles,
+      idle: term.started && term.queue.idle && !term.busy,
+      resourceVersions: this.watchedOf(term).map((w) => versionOf(w.informer)),
+    };
+  }
+
+  /** An Event under way, counted while it lasts (progress); none: nothing. */
+  private trackEvent(event: Promise<void> | undefined): void {
+    if (event) void this.term?.track(event);
   }
 
   /** Whether this operator reconciles: a term whose informers all listed once and whose workers all run. */
@@ -440,7 +484,7 @@ export class Operator {
     for (const { kind, informer } of term.resources) {
       for (const o of informer.list()) if (this.selects(o)) term.queue.add(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
     }
-    void this.removeOrphans();
+    void term.track(this.removeOrphans());
   }
 
   /** The hub objects and the CronJobs whose resource is gone (best effort; the next resync tries again). */
@@ -515,10 +559,10 @@ export class Operator {
       logger().warn({ err: loggableMessage(err) }, `cannot list ${watched.what}; retrying`);
     }
     // A failed list leaves no resourceVersion (the informer reported it as an error and retries).
-    if (!watched.synced && (watched.informer as unknown as { latestResourceVersion(): string }).latestResourceVersion()) {
+    if (!watched.synced && versionOf(watched.informer)) {
       watched.synced = true;
       // Listed late (after a failed first list): the sweep the term's start could not do.
-      if (term.started) void this.removeOrphanedCronJobs();
+      if (term.started) void term.track(this.removeOrphanedCronJobs());
     }
     if (!term.active) await watched.informer.stop();
   }
@@ -656,6 +700,7 @@ export class Operator {
         try {
           await this.reconcileKey(key);
           term.queue.forget(key);
+          term.reconciles++;
         } catch (err) {
           const delay = term.queue.addRateLimited(key);
           const conflict = err instanceof Conflict || apiStatus(err) === 409;
@@ -725,7 +770,7 @@ export class Operator {
       logger().debug({ err: loggableMessage(err), key }, 'cannot write the status of a failed reconcile');
       wrote = false;
     }
-    if (wrote) announce(this.core, this.now(), kind, current, previous, status);
+    if (wrote) this.trackEvent(announce(this.core, this.now(), kind, current, previous, status));
     if (retry) throw retry;
   }
 
@@ -785,7 +830,7 @@ export class Operator {
     term?.rejected.set(key, { write, message, at });
     const reason = write === 'status' ? 'StatusRejected' : 'FinalizerRejected';
     const { namespace, name } = resource.metadata;
-    recordEvent(this.core, this.now(), kind, resource, 'Warning', reason, message);
+    this.trackEvent(recordEvent(this.core, this.now(), kind, resource, 'Warning', reason, message));
     logger().warn(
       { kind: kind.kind, namespace, name, reason },
       `${kind.kind} ${namespace}/${name}: ${message} (a Warning Event ${reason} is on the resource; this line comes again only when the answer changes, or after ${REJECTION_REPEAT / 60_000} min)`,

@@ -113,16 +113,19 @@ export function keepTransitions(previous: ResourceStatus, conditions: Condition[
   });
 }
 
-/** A Kubernetes Event when the Ready condition changes (best effort: `kubectl describe` shows it). */
-export function announce(core: CoreV1Api, now: Date, kind: ManifestKind, resource: Resource, previous: ResourceStatus, next: ResourceStatus): void {
+/**
+ * A Kubernetes Event when the Ready condition changes (best effort: `kubectl describe` shows it).
+ * Not waited for; the promise (never rejected) settles once the API server answered.
+ */
+export function announce(core: CoreV1Api, now: Date, kind: ManifestKind, resource: Resource, previous: ResourceStatus, next: ResourceStatus): Promise<void> | undefined {
   const before = previous.conditions?.find((c) => c.type === 'Ready');
   const after = next.conditions?.find((c) => c.type === 'Ready');
-  if (!after || (before && before.status === after.status && before.reason === after.reason && before.message === after.message)) return;
-  recordEvent(core, now, kind, resource, after.status === 'True' ? 'Normal' : 'Warning', after.reason, after.message);
+  if (!after || (before && before.status === after.status && before.reason === after.reason && before.message === after.message)) return undefined;
+  return recordEvent(core, now, kind, resource, after.status === 'True' ? 'Normal' : 'Warning', after.reason, after.message);
 }
 
-/** A Kubernetes Event on a resource (best effort: a failure to record it is logged at debug). */
-export function recordEvent(core: CoreV1Api, now: Date, kind: ManifestKind, resource: Resource, type: 'Normal' | 'Warning', reason: string, message: string): void {
+/** A Kubernetes Event on a resource (best effort: a failure to record it is logged at debug; the promise never rejects). */
+export function recordEvent(core: CoreV1Api, now: Date, kind: ManifestKind, resource: Resource, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
   const body = {
     metadata: { generateName: `${resource.metadata.name}.`, namespace: resource.metadata.namespace },
     involvedObject: { apiVersion: resource.apiVersion, kind: kind.kind, name: resource.metadata.name, namespace: resource.metadata.namespace, uid: resource.metadata.uid, resourceVersion: resource.metadata.resourceVersion },
@@ -134,5 +137,8 @@ export function recordEvent(core: CoreV1Api, now: Date, kind: ManifestKind, reso
     lastTimestamp: now,
     count: 1,
   };
-  void core.createNamespacedEvent({ namespace: resource.metadata.namespace, body }).catch((err: unknown) => logger().debug({ err: loggableMessage(err) }, 'cannot record a Kubernetes Event'));
+  return core.createNamespacedEvent({ namespace: resource.metadata.namespace, body }).then(
+    () => undefined,
+    (err: unknown) => logger().debug({ err: loggableMessage(err) }, 'cannot record a Kubernetes Event'),
+  );
 }

@@ -704,6 +704,18 @@ export class KubeApiStandIn {
     };
   }
 
+  /**
+   * Sends every open watch a BOOKMARK event at the current resourceVersion (what an API server
+   * sends a watch that asked for bookmarks, `allowWatchBookmarks`; sent to every watch here), after
+   * the events before it (a held watch gets it with them, on release). An informer that reports this
+   * resourceVersion has handled every change before it. Returns that resourceVersion.
+   */
+  bookmark(): string {
+    const line = `${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: String(this.rv) } } })}\n`;
+    for (const w of this.watchers) this.sendOnWatch(w, line);
+    return String(this.rv);
+  }
+
   /** Ends every open watch (the clients reconnect from their last resourceVersion). */
   closeWatches(): void {
     for (const w of this.watchers) w.res.end();
@@ -906,10 +918,14 @@ export class KubeApiStandIn {
     for (const w of this.watchers) {
       const seen = this.seen(w, event);
       if (!seen) continue;
-      const line = `${JSON.stringify(seen)}\n`;
-      if (this.held && (!this.held.path || this.held.path.test(w.path))) this.held.lines.push({ w, line });
-      else w.res.write(line);
+      this.sendOnWatch(w, `${JSON.stringify(seen)}\n`);
     }
+  }
+
+  /** Writes a line on a watch, or keeps it for later while that watch is held (holdWatches). */
+  private sendOnWatch(w: Watcher, line: string): void {
+    if (this.held && (!this.held.path || this.held.path.test(w.path))) this.held.lines.push({ w, line });
+    else w.res.write(line);
   }
 
   private bump(o: KubeObject): void {
