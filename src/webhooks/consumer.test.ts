@@ -93,25 +93,73 @@ async function leftToSweep(batch: OutboxEvent[], integrationId: number): Promise
 
 let drained = 0;
 
+/** One `offerEach` of the worker's pool (RecordingPool). */
+interface Offer {
+  key: string | number;
+  count: number;
+  taken?: number;
+  /** A timer of the wait's length, set as the call began, had fired when it resolved: it waited a whole wait. */
+  waitedOut: boolean;
+  /** It resolved before a setImmediate set as it began ran: at once, no wait for room at all. */
+  atOnce: boolean;
+  /** The order its start and its end came in, among every call's (overlapping waits: each began before any ended). */
+  began: number;
+  ended?: number;
+}
+
+/**
+ * A SlotPool that records its `offerEach` calls: what they took, and whether they waited, told by
+ * timers started alongside (no bound on the wall clock): timers of one length fire in the order they
+ * were set, so a timer of the wait's length set just before the call's own has fired once the call
+ * waited its wait out, however slow the machine; a call that took the rows or refused them at once
+ * resolves before it.
+ */
+class RecordingPool extends SlotPool {
+  readonly offers: Offer[] = [];
+  private seq = 0;
+
+  override offerEach(...args: Parameters<SlotPool['offerEach']>): Promise<number> {
+    const [key, count, , waitMs] = args;
+    const offer: Offer = { key, count, waitedOut: false, atOnce: true, began: this.seq++ };
+    this.offers.push(offer);
+    const alongside = setTimeout(() => {
+      offer.waitedOut = true;
+    }, waitMs);
+    const turn = setImmediate(() => {
+      offer.atOnce = false;
+    });
+    return super.offerEach(...args).then((taken) => {
+      clearTimeout(alongside);
+      clearImmediate(turn);
+      Object.assign(offer, { taken, ended: this.seq++ });
+      return taken;
+    });
+  }
+}
+
+/** Whether the calls' waits overlapped: each began before any of them ended. */
+const overlapping = (offers: Offer[]) => Math.max(...offers.map((o) => o.began)) < Math.min(...offers.map((o) => o.ended!));
+
 /**
  * A drain against real endpoints: tenant 2's integrations `names` (cliff-<path>, the only ones of
  * tenant 2 matching its events) sending to a receiver that answers path /<path> as `behave` says,
  * a real worker (one attempt at a time per integration, 30 queued at most) and a consumer waiting
  * `waitMs` per batch for room. Batches of `sizes` events are read before the first is handled
- * (nothing but the consumer between them); `check` gets the integrations, the batches and how long
- * each took to handle, while the worker still runs.
+ * (nothing but the consumer between them); `check` gets the integrations, the batches and the
+ * pool's `offerEach` calls of each (RecordingPool), while the worker still runs.
  */
 async function drain(
   names: string[],
   behave: (path: string) => Behaviour,
   waitMs: number,
   sizes: number[],
-  check: (integrations: Array<{ id: number }>, batches: OutboxEvent[][], took: number[]) => Promise<void>,
+  check: (integrations: Array<{ id: number }>, batches: OutboxEvent[][], offers: Offer[][]) => Promise<void>,
 ): Promise<void> {
   // Only this drain's integrations match its events.
   await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
   const endpoints = await startReceiver(behave);
-  const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 60_000, userAgent: 'test' }), pool: new SlotPool(8, 1, 30), leaseMs: 60_000 });
+  const pool = new RecordingPool(8, 1, 30);
+  const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 60_000, userAgent: 'test' }), pool, leaseMs: 60_000 });
   const consumer = new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100, queueWaitMs: waitMs });
   try {
     const integrations = await Promise.all(
@@ -122,13 +170,13 @@ async function drain(
       batches.push(await emitBatch(n, 300 + drained));
       drained += n;
     }
-    const took: number[] = [];
+    const offers: Offer[][] = [];
     for (const b of batches) {
-      const began = performance.now();
+      const from = pool.offers.length;
       expect(await consumer.handleBatch(b)).toBe(names.length * b.length);
-      took.push(performance.now() - began);
+      offers.push(pool.offers.slice(from));
     }
-    await check(integrations, batches, took);
+    await check(integrations, batches, offers);
   } finally {
     await worker.stop();
     await endpoints.close();
@@ -202,17 +250,20 @@ describe('the consumer', () => {
     // Only this test's integrations match its events.
     await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
     const slowReceiver = await startReceiver(() => ({ status: 200, body: 'ok', delayMs: 400 }));
-    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5000, userAgent: 'test' }), pool: new SlotPool(8, 2, 4), leaseMs: 60_000 });
+    const pool = new RecordingPool(8, 2, 4);
+    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5000, userAgent: 'test' }), pool, leaseMs: 60_000 });
     try {
       const slow = await t.db.withTenant(2, (tx) => createIntegration(tx, { name: 'lane-slow', targetUrl: `${slowReceiver.url}/slow`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules));
       const fast = await integration(2, 'lane-fast');
       const ids: number[] = [];
       for (let n = 0; n < 40; n++) ids.push(await emit(2, 100 + n));
-      const began = Date.now();
       expect(await consumer(worker).handleBatch(await events(ids))).toBe(80);
-      const took = Date.now() - began;
+      // One wait for room per integration, all at the same time: the slow one's ran out (a second).
       // Row after row at the slow endpoint's pace (room every 200 ms) this batch took 7 s.
-      expect(took).toBeLessThan(2_500);
+      const slowOffers = pool.offers.filter((o) => o.key === slow.id);
+      expect(slowOffers.map((o) => o.waitedOut)).toEqual([true]);
+      expect(pool.offers.filter((o) => o.key === fast.id).length).toBeLessThanOrEqual(1);
+      expect(overlapping(pool.offers)).toBe(true);
       await receiver.waitFor(40, '/lane-fast', 5_000);
       const fastRows = await rowsOf(fast.id);
       expect(fastRows.map((r) => r.event_id)).toEqual(ids);
@@ -234,10 +285,12 @@ describe('the consumer', () => {
     // in a drain on a machine short of CPU); the other never answers.
     const waitMs = 600;
     expect(waitMs / 10).toBeLessThan(waitMs / PROGRESS_FACTOR / 2);
-    await drain(['cliff-steady', 'cliff-stuck'], (path) => (path === '/stuck' ? 'hang' : { status: 200, body: 'ok', delayMs: waitMs / 10 }), waitMs, [60, 2, 2], async ([steady, stuck], batches, took) => {
-      // The first batch waited for both (neither fits): a wait and no more, rows of each left to the sweep.
-      expect(took[0]).toBeGreaterThanOrEqual(waitMs * 0.9);
-      expect(took[0]).toBeLessThan(waitMs * 2.5);
+    await drain(['cliff-steady', 'cliff-stuck'], (path) => (path === '/stuck' ? 'hang' : { status: 200, body: 'ok', delayMs: waitMs / 10 }), waitMs, [60, 2, 2], async ([steady, stuck], batches, offers) => {
+      // The first batch waited for both (neither fits): a wait and no more (one per integration, both
+      // at the same time), rows of each left to the sweep.
+      expect(offers[0]!.map((o) => o.key).sort()).toEqual([steady!.id, stuck!.id].sort());
+      expect(offers[0]!.map((o) => o.waitedOut)).toEqual([true, true]);
+      expect(overlapping(offers[0]!)).toBe(true);
       expect(await leftToSweep(batches[0]!, steady!.id)).toBeGreaterThan(0);
       expect(await leftToSweep(batches[0]!, stuck!.id)).toBeGreaterThan(0);
       // The next ones: the steady endpoint's rows are all queued (its queue full when the batch came,
@@ -246,20 +299,23 @@ describe('the consumer', () => {
         expect(await leftToSweep(b, steady!.id)).toBe(0);
         expect(await leftToSweep(b, stuck!.id)).toBe(2);
       }
-      expect(Math.max(...took.slice(1))).toBeLessThan(waitMs);
+      // No wait ran out; the stuck one's rows were refused at once.
+      const later = offers.slice(1).flat();
+      expect(later.filter((o) => o.waitedOut)).toEqual([]);
+      expect(later.filter((o) => o.key === stuck!.id).map((o) => o.atOnce)).toEqual([true, true]);
     });
   });
 
   it('an endpoint that answers, but takes half the wait per attempt, costs the consumer one wait, then none while its queue stays full: its rows go to the retry sweep', async () => {
     // Two attempts end per wait, fewer than the PROGRESS_FACTOR it must start to count as progressing.
     const waitMs = 600;
-    await drain(['cliff-slow'], () => ({ status: 200, body: 'ok', delayMs: waitMs / 2 }), waitMs, [60, 5, 5, 5], async ([slow], batches, took) => {
-      expect(took[0]).toBeGreaterThanOrEqual(waitMs * 0.9);
-      expect(took[0]).toBeLessThan(waitMs * 2.5);
+    await drain(['cliff-slow'], () => ({ status: 200, body: 'ok', delayMs: waitMs / 2 }), waitMs, [60, 5, 5, 5], async ([slow], batches, offers) => {
+      // One wait, run out.
+      expect(offers[0]!.map((o) => [o.key, o.waitedOut])).toEqual([[slow!.id, true]]);
       expect(await leftToSweep(batches[0]!, slow!.id)).toBeGreaterThan(0);
       // The next batches wait for it no more, though it answers: what finds no room goes to the sweep at once.
       for (const b of batches.slice(1)) expect(await leftToSweep(b, slow!.id)).toBeGreaterThan(0);
-      expect(Math.max(...took.slice(1))).toBeLessThan(waitMs / 2);
+      expect(offers.slice(1).map((each) => each.map((o) => o.atOnce))).toEqual([[true], [true], [true]]);
     });
   });
 
