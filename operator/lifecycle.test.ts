@@ -19,6 +19,7 @@ import { type MigratedDatabase, migratedDatabase } from '../test/harness/databas
 import { helm } from '../test/harness/helm.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
 import { captureLogs } from '../test/harness/log-capture.js';
+import { operatorsSettled } from '../test/harness/operator-settled.js';
 import { until } from '../test/harness/until.js';
 import { cronJobAlternateName, cronJobName, legacyCronJobName } from './cronjob.js';
 import { FINALIZER } from './finalizer.js';
@@ -1041,10 +1042,11 @@ describe('operator instances and namespaces', () => {
       } finally {
         release();
       }
-      // Left as a sleep: what must not happen is green acting on the CronJob events held back until
-      // now, which reach only its own informer; no write of the test's comes after them on that watch
-      // for it to be seen by.
-      await new Promise((r) => setTimeout(r, 300));
+      const greenWrote = writesBy('green', '/cronjobs').length;
+      // What must not happen is green acting on the CronJob events held back until now, which reach
+      // only its own informer: both operators have handled every event so far, and done what they do.
+      await operatorsSettled(api, [green, plain]);
+      expect(writesBy('green', '/cronjobs').slice(greenWrote)).toEqual([]);
       expect(cronJob('widget-moving-nightly')).toBeDefined();
       expect(conditionOf('moving', 'nightly', 'Scheduled')?.status).toBe('True');
       api.remove(API_VERSION, 'widgets', 'moving', 'nightly');

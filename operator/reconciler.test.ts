@@ -20,6 +20,7 @@ import { Operator, type OperatorOptions } from './reconciler.js';
 import { FINALIZER } from './finalizer.js';
 import { manifestOf, mergePatchOf, type Resource } from './resource.js';
 import { until } from '../test/harness/until.js';
+import { operatorsSettled } from '../test/harness/operator-settled.js';
 
 /**
  * The reconciler against a SCRIPTED KUBERNETES API STAND-IN (test/harness/kube-api.ts: no API
@@ -77,31 +78,9 @@ const cronJob = (name: string) => api.get('batch/v1', 'cronjobs', RELEASE_NS, na
 const ready = (name: string) => connector(name)?.status?.conditions?.find((c) => c.type === 'Ready');
 const writes = () => api.requests.filter((r) => r.method !== 'GET').length;
 
-/**
- * Waits until the operators (default: the file's) have handled everything: each one idle
- * (Operator.progress: no key queued, reconciled or waiting out a retry; no sweep, poll or Event under
- * way) with every informer at the stand-in's current resourceVersion (a bookmark carries it there
- * over watches that saw no change), all at one instant. Nothing more happens then until the test
- * changes something (or a timer of the operator's fires).
- */
+/** Waits until the operators (default: the file's) have handled everything (test/harness/operator-settled.ts). */
 async function settled(...operators: Operator[]): Promise<void> {
-  const ops = operators.length ? operators : [operator];
-  const caughtUp = () => {
-    const at = Number(api.resourceVersion);
-    return ops.every((op) => {
-      const { idle, resourceVersions } = op.progress();
-      return idle && resourceVersions.every((v) => Number(v) >= at);
-    });
-  };
-  await until(
-    'the operator to settle',
-    () => {
-      if (caughtUp()) return true;
-      api.bookmark();
-      return false;
-    },
-    { detail: () => `${JSON.stringify(ops.map((op) => op.progress()))} at resourceVersion ${api.resourceVersion}` },
-  );
+  await operatorsSettled(api, operators.length ? operators : [operator]);
 }
 
 /** Runs a resync and waits until it has read the API server and the operator has settled again. */
