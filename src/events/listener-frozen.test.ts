@@ -88,8 +88,7 @@ describe('outbox listener, the database frozen', () => {
     try {
       starting = listener.start();
       // The connect under way: its socket connected to the frozen server (the kernel's backlog), its startup unanswered.
-      const connecting = () => (listener as unknown as { connecting?: pg.Client & { connection: { stream: Socket } } }).connecting?.connection.stream;
-      await until('the connect to reach the server', () => connecting()?.readyState === 'open', { everyMs: 10 });
+      await until('the connect to reach the server', () => listener.connectReachedServer(), { everyMs: 10 });
       const began = performance.now();
       expect(await within(listener.stop().then(() => 'stopped'), 20_000, 'still stopping after 20 s')).toBe('stopped');
       expect(performance.now() - began).toBeLessThan(2_000);

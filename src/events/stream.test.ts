@@ -46,15 +46,13 @@ async function pacedSubscription(own: LiveStream, afterId: number, topics: strin
     },
     room: () => new Promise<void>((resolve) => (waiting = resolve)),
   });
-  const inside = sub as unknown as { pending: unknown[]; drops: number };
   // Generous: the outbox is read up to the oldest transaction open on the server, and other
   // suites' transactions on the same server hold that back now and then.
-  const patience = { timeoutMs: 45_000, detail: () => `delivered ${delivered.join(',')}; queued ${inside.pending.length}; drops ${inside.drops}` };
+  const patience = { timeoutMs: 45_000, detail: () => `delivered ${delivered.join(',')}; queued ${sub.queued}; drops ${sub.drops}` };
   return {
     sub,
     delivered,
     state,
-    inside,
     patience,
     held: () => until('the catch-up to wait for room', () => waiting !== undefined, patience),
     release: () => {
@@ -107,7 +105,6 @@ describe('live stream bounds', () => {
         },
         room: () => new Promise<void>((resolve) => (waiting = resolve)),
       });
-      const drops = () => (sub as unknown as { drops: number }).drops;
       // Live events while the catch-up waits: more than it may queue (5), so some are dropped.
       const live: number[] = [];
       const makeRoom = () =>
@@ -123,13 +120,12 @@ describe('live stream bounds', () => {
           },
           { everyMs: 5 },
         );
-      const polled = () => (own as unknown as { position?: { id: number } }).position?.id ?? 0;
       for (let i = 1; i <= 30; i++) {
         live.push(await emit(6000 + i));
-        if (i % 10 === 0) await until('the poller past them', () => polled() >= live.at(-1)!, { everyMs: 5 });
+        if (i % 10 === 0) await until('the poller past them', () => own.polledThrough() >= live.at(-1)!, { everyMs: 5 });
       }
       expect(sub.live).toBe(false);
-      expect(drops()).toBeGreaterThan(0);
+      expect(sub.drops).toBeGreaterThan(0);
       await makeRoom();
       await sub.caughtUp;
       // Live now: delivered directly.
@@ -146,17 +142,17 @@ describe('live stream bounds', () => {
     own.start();
     try {
       const backlog = [await emit(8001), await emit(8002)];
-      const { sub, delivered, state, inside, patience, held, release } = await pacedSubscription(own, backlog[0]! - 1);
+      const { sub, delivered, state, patience, held, release } = await pacedSubscription(own, backlog[0]! - 1);
       await held(); // after the first event of the backlog
       const live = [await emit(8003), await emit(8004), await emit(8005)];
-      await until('the live events to be queued', () => inside.pending.length === 3, patience);
+      await until('the live events to be queued', () => sub.queued === 3, patience);
       release();
       await held(); // after the second: the table read is over
       release();
       await held(); // handing over the queued ones: after the first
       expect(delivered).toEqual([...backlog, live[0]]);
       for (let i = 6; i <= 15; i++) live.push(await emit(8000 + i));
-      await until('some queued events to be dropped', () => inside.drops === 1 && inside.pending.length === 4, patience);
+      await until('some queued events to be dropped', () => sub.drops === 1 && sub.queued === 4, patience);
       state.full = false;
       release();
       await sub.caughtUp;
@@ -173,20 +169,19 @@ describe('live stream bounds', () => {
     const archived = (id: number, size: number) => db.withTenant(301, (tx) => events.emit(tx, 'org.archived', { id, code: 'c'.repeat(size) }));
     try {
       const backlog = [await archived(1, 10), await archived(2, 10)];
-      const { sub, delivered, state, inside, patience, held, release } = await pacedSubscription(own, backlog[0]! - 1, ['org.archived']);
-      const polled = () => (own as unknown as { position?: { id: number } }).position?.id ?? 0;
+      const { sub, delivered, state, patience, held, release } = await pacedSubscription(own, backlog[0]! - 1, ['org.archived']);
       await held();
       // Events its topics do not want are not queued for it.
       let unwanted = 0;
       for (let i = 0; i < 5; i++) unwanted = await emit(12_000 + i);
-      await until('the poller past them', () => polled() >= unwanted, patience);
-      expect(inside.pending).toHaveLength(0);
+      await until('the poller past them', () => own.polledThrough() >= unwanted, patience);
+      expect(sub.queued).toBe(0);
       // Ten of 8,000 bytes: more than 40,000 bytes, though far fewer than 10,000 events.
       const live: number[] = [];
       for (let i = 0; i < 10; i++) live.push(await archived(100 + i, 8_000));
-      await until('the poller past them', () => polled() >= live.at(-1)!, patience);
-      expect(inside.drops).toBeGreaterThan(0);
-      expect(inside.pending.length).toBeLessThan(5);
+      await until('the poller past them', () => own.polledThrough() >= live.at(-1)!, patience);
+      expect(sub.drops).toBeGreaterThan(0);
+      expect(sub.queued).toBeLessThan(5);
       state.full = false;
       release();
       await sub.caughtUp;
@@ -220,8 +215,7 @@ describe('live stream bounds', () => {
       await headRead.promise;
       // Written after the subscriber's read of the head.
       const written = await emit(13_001);
-      const polled = () => (own as unknown as { position?: { id: number } }).position?.id ?? 0;
-      await until('the poller to read a head past the event', () => polled() >= written, { timeoutMs: 45_000 });
+      await until('the poller to read a head past the event', () => own.polledThrough() >= written, { timeoutMs: 45_000 });
       answer.resolve();
       await subscribing;
       const marker = await emit(13_002);

@@ -89,6 +89,11 @@ class Subscription {
   /** sizeOf the pending events, together. */
   private pendingBytes = 0;
 
+  /** Live events queued during the catch-up, not yet handed over. */
+  get queued(): number {
+    return this.pending.length;
+  }
+
   constructor(
     readonly options: SubscribeOptions,
     private readonly stream: LiveStream,
@@ -257,6 +262,11 @@ export class LiveStream {
   start(): void {
     this.running = true;
     this.clock.start();
+  }
+
+  /** The id of the last event the poller read, or of the head it took; 0 without a position (nobody listens). */
+  polledThrough(): number {
+    return this.position?.id ?? 0;
   }
 
   /** Ends every subscription and stops polling. */
