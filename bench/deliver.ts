@@ -354,7 +354,11 @@ async function drain(receiver: Receiver, fill: Fill, signaturesBefore: number) {
   const { ids, committed } = fill;
   const events = ids.length;
   log(`  ${events.toLocaleString('en-US')} events written in one transaction in ${fill.fillSeconds} s; draining …`);
+  // How busy this process's event loop (the hub's, the bench's bookkeeping of arrivals included) was
+  // meanwhile: near 1, the loop bounds the drain; well under, the hub waited (answers, statements).
+  const loopBefore = performance.eventLoopUtilization();
   const last = await allArrived(receiver, ids, 'drain');
+  const loop = performance.eventLoopUtilization(loopBefore);
   const times = ids.map((id) => receiver.arrivals.get(id)!).sort((a, b) => a - b);
   const first = times[0]!;
   const ms = last - committed;
@@ -375,6 +379,8 @@ async function drain(receiver: Receiver, fill: Fill, signaturesBefore: number) {
     deliveriesPerSec: perSecond(events, ms),
     firstArrivalMs: round(first - committed, 1),
     perSecByTenth: tenths,
+    /** performance.eventLoopUtilization() of this process (the hub's) over the drain: the share of the time its event loop was running something. */
+    eventLoopUtilization: round(loop.utilization, 3),
     verified: verify(receiver, ids, 'drain', signaturesBefore),
   };
 }
@@ -935,6 +941,7 @@ async function main(): Promise<void> {
     log(
       `at ${RATE.toLocaleString('en-US')} events/s: deliveries over ${tail.slowMs} ms by second [${tail.slowBySecond.join(' ')}], the worst second ${tail.worstSecond.second} (p99 ${tail.worstSecond.p99Ms} ms over ${tail.worstSecond.events} events); the hub's event loop delayed p99 ${rateFigures.eventLoopDelay.p99Ms} / max ${rateFigures.eventLoopDelay.maxMs} ms; GC ${gcLine(rateFigures.gc)}`,
     );
+    log(`drain: the hub's event loop was busy ${Math.round(drainFigures.eventLoopUtilization * 100)} % of the time (performance.eventLoopUtilization)`);
     log('');
     log(`received: every event once (drain ${drainFigures.verified.received.toLocaleString('en-US')}, fixed rate ${rateFigures.verified.received.toLocaleString('en-US')}), no duplicates, every request signed`);
     log(

@@ -177,6 +177,10 @@ function deliver(r: Json): string {
     if (x.cpuUsPerDelivery) lines.push(row([`${n(x.rate)} events/s (PostgreSQL: the hub's statements; the writer's backends left out)`, ...cpu(x.cpuUsPerDelivery)]));
     lines.push(row(['ceiling: plain POSTs', ...cpu(d.ceiling.cpuUsPerDelivery)]));
   }
+  if (d.eventLoopUtilization !== undefined) {
+    lines.push('');
+    lines.push(`During the drain the hub's event loop was busy ${f(d.eventLoopUtilization * 100, 1)} % of the time (\`performance.eventLoopUtilization\`, the bench's bookkeeping of arrivals included).`);
+  }
   if (x.transactionsPerDelivery !== undefined) {
     lines.push('');
     lines.push(
