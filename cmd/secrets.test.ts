@@ -78,7 +78,7 @@ beforeAll(async () => {
   // A deleted secret holds no value: nothing to re-seal.
   await first.services.secrets.create(1, { name: 'gone', value: 'deleted-value-0001' }, 'ada');
   await first.services.secrets.remove(1, 'gone', 'ada');
-  integrationId = (await first.services.integrations.create(1, { name: 'crm', targetUrl: 'https://hooks.example.com/crm', eventTypes: ['org.created'], secret: INTEGRATION_SECRET }, 'ada')).id;
+  integrationId = (await first.services.integrations.create(1, undefined, { name: 'crm', targetUrl: 'https://hooks.example.com/crm', eventTypes: ['org.created'], secret: INTEGRATION_SECRET }, 'ada')).id;
   await stop(first);
 }, 60_000);
 
@@ -185,7 +185,7 @@ describe('svc-hub secrets rekey', () => {
 
     it('an integration\'s new secret, sent while the rekey holds its row, stands too', async () => {
       const sealedUnderA = await hub({ 'svc.secret.master-key': A_TEXT });
-      const id = (await sealedUnderA.services.integrations.create(1, { name: 'race-hook', targetUrl: 'https://hooks.example.com/race', eventTypes: ['org.created'], secret: 'old-hook-secret-0001' }, 'ada')).id;
+      const id = (await sealedUnderA.services.integrations.create(1, undefined, { name: 'race-hook', targetUrl: 'https://hooks.example.com/race', eventTypes: ['org.created'], secret: 'old-hook-secret-0001' }, 'ada')).id;
       await stop(sealedUnderA);
       const hold = holdAfter(/^select id, tenant_id, name, /);
       const db = rotated.services.db;
@@ -193,7 +193,7 @@ describe('svc-hub secrets rekey', () => {
       const rekeyed = rekey(wrapped, ring, SEALED_VALUES.filter((set) => set.table === 'hub.integrations'), { batch: 1000 });
       await hold.held;
       let ended = false;
-      const change = outcome(rotated.services.integrations.update(1, String(id), { secret: 'new-hook-secret-0001' }, 'ada')).finally(() => {
+      const change = outcome(rotated.services.integrations.update(1, undefined, String(id), { secret: 'new-hook-secret-0001' }, 'ada')).finally(() => {
         ended = true;
       });
       await untilEndedOrWaiting(owner, () => ended, 'the change');

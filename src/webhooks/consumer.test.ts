@@ -569,7 +569,7 @@ describe('the retry sweep', () => {
     const original = (await rowsOf(k.id))[0]!;
     const refusing = { submit: () => false } as unknown as DeliveryWorker;
     const service = new IntegrationService({ db: t.db, catalog: loadCatalog(), worker: refusing, rules, leaseMs: 60_000 });
-    const replay = await service.replay(1, String(original.id));
+    const replay = await service.replay(1, undefined, String(original.id));
     const row = (await rowsOf(k.id)).find((r) => r.id === Number(replay.id))!;
     expect(row).toMatchObject({ kind: 'replay', attempts: 0, lease_token: null, lease_until: null });
     // The sweep takes it up at once.

@@ -50,6 +50,8 @@ const FAILED = '(not d.succeeded and (d.attempts > 0 or d.closed_reason is not n
 interface ListOptions {
   failedOnly: boolean;
   integrationId?: number;
+  /** Integrations whose deliveries are left out (a scope-bound caller's: not theirs to hold). */
+  excluded?: number[];
 }
 
 /**
@@ -101,6 +103,10 @@ export async function listForTenant(tx: Tx, page: PageRequest, options: ListOpti
     values.push(options.integrationId);
     where.push(`d.integration_id = $${values.length}`);
     found = `exists (select 1 from hub.integrations i where i.id = $${values.length})`;
+  }
+  if (options.excluded?.length) {
+    values.push(options.excluded);
+    where.push(`d.integration_id <> all($${values.length}::bigint[])`);
   }
   if (page.after) {
     values.push(page.after[0], page.after[1]);

@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { Database } from '../db/database.js';
+import { type Caller, type ScopeAccess, scopeAccess } from '../admin/scope-access.js';
+import type { Database, Tx } from '../db/database.js';
 import type { JsonText } from '../db/json-text.js';
 import type { Page, PageRequest } from '../db/keyset.js';
-import { NotFoundError, ValidationError } from '../errors.js';
+import { NotFoundError, ScopeNotGranted, ValidationError } from '../errors.js';
 import { type Catalog, type CatalogEntry, isDecision } from '../events/catalog.js';
+import { heldSubscriptions, requireSubscriptions } from '../events/scoped-families.js';
 import {
   createIntegration,
   deleteIntegration,
@@ -21,7 +23,9 @@ import type { DeliveryWorker } from './worker.js';
 /**
  * The integration hub as the API sees it: integrations, their journal, replays and the test
  * operation, each in the caller's tenant (row-level security), plus the worker that sends replays
- * and tests from the process that serves the call.
+ * and tests from the process that serves the call. A scope-bound caller (docs/admin.md, "Scopes")
+ * reaches only integrations they may hold (src/events/scoped-families.ts): another is a 403
+ * `scope not granted`, and lists leave it (and its deliveries) out.
  */
 
 interface IntegrationServiceOptions {
@@ -49,52 +53,100 @@ function samplePayload(entry: CatalogEntry): Record<string, unknown> {
 export class IntegrationService {
   constructor(private readonly o: IntegrationServiceOptions) {}
 
-  list(tenantId: number): Promise<Integration[]> {
-    return this.o.db.readWithTenant(tenantId, (tx) => listIntegrations(tx));
+  list(tenantId: number, caller: Caller): Promise<Integration[]> {
+    return this.o.db.readWithTenant(tenantId, async (tx) => {
+      const [all, access] = [await listIntegrations(tx), await scopeAccess(tx, caller)];
+      const held = await heldSubscriptions(tx, access, all.map((i) => i.eventTypes));
+      return all.filter((i) => held(i.eventTypes));
+    });
   }
 
-  get(tenantId: number, id: string): Promise<Integration> {
-    return this.o.db.readWithTenant(tenantId, (tx) => getIntegration(tx, id));
+  get(tenantId: number, caller: Caller, id: string): Promise<Integration> {
+    return this.o.db.readWithTenant(tenantId, async (tx) => {
+      const integration = await getIntegration(tx, id);
+      await requireSubscriptions(tx, await scopeAccess(tx, caller), integration.eventTypes);
+      return integration;
+    });
   }
 
-  create(tenantId: number, input: IntegrationInput, by?: string): Promise<Integration> {
-    return this.o.db.withTenant(tenantId, (tx) => createIntegration(tx, input, this.o.rules, by));
+  /** Checked after the insert, in its transaction (a refusal rolls it back). */
+  create(tenantId: number, caller: Caller, input: IntegrationInput, by?: string): Promise<Integration> {
+    return this.o.db.withTenant(tenantId, async (tx) => {
+      const created = await createIntegration(tx, input, this.o.rules, by);
+      await requireSubscriptions(tx, await scopeAccess(tx, caller), created.eventTypes);
+      return created;
+    });
   }
 
   // After a change commits, first attempts queued in this process read the integration again
   // before sending (worker.ts, `Claim`), so a disabled or deleted integration sends nothing more.
 
-  async update(tenantId: number, id: string, patch: IntegrationPatch, by?: string): Promise<Integration> {
+  /** The integration as stored and as updated must both be the caller's to hold. */
+  async update(tenantId: number, caller: Caller, id: string, patch: IntegrationPatch, by?: string): Promise<Integration> {
     try {
-      return await this.o.db.withTenant(tenantId, (tx) => updateIntegration(tx, id, patch, this.o.rules, by));
+      return await this.o.db.withTenant(tenantId, async (tx) => {
+        const access = await this.heldLive(tx, caller, id);
+        const updated = await updateIntegration(tx, id, patch, this.o.rules, by);
+        await requireSubscriptions(tx, access, updated.eventTypes);
+        return updated;
+      });
     } finally {
       this.o.worker.integrationChanged();
     }
   }
 
-  async remove(tenantId: number, id: string, by?: string): Promise<void> {
+  async remove(tenantId: number, caller: Caller, id: string, by?: string): Promise<void> {
     try {
-      await this.o.db.withTenant(tenantId, (tx) => deleteIntegration(tx, id, by));
+      await this.o.db.withTenant(tenantId, async (tx) => {
+        await this.heldLive(tx, caller, id);
+        await deleteIntegration(tx, id, by);
+      });
     } finally {
       this.o.worker.integrationChanged();
     }
   }
 
   /** A page of one integration's deliveries (deleted integrations keep theirs), newest first, as the answer's JSON text. */
-  deliveries(tenantId: number, integrationId: string, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
-    return this.o.db.readWithTenant(tenantId, (tx) => listForIntegration(tx, integrationId, page, { failedOnly: query.failedOnly ?? false }));
+  deliveries(tenantId: number, caller: Caller, integrationId: string, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
+    return this.o.db.readWithTenant(tenantId, async (tx) => {
+      const access = await scopeAccess(tx, caller);
+      if (access.bound) await requireSubscriptions(tx, access, (await getIntegration(tx, integrationId)).eventTypes);
+      return listForIntegration(tx, integrationId, page, { failedOnly: query.failedOnly ?? false });
+    });
   }
 
-  delivery(tenantId: number, integrationId: string, deliveryId: string): Promise<DeliveryRecord & { attemptLog: AttemptRecord[] }> {
+  delivery(tenantId: number, caller: Caller, integrationId: string, deliveryId: string): Promise<DeliveryRecord & { attemptLog: AttemptRecord[] }> {
     return this.o.db.readWithTenant(tenantId, async (tx) => {
       const integration = await getIntegration(tx, integrationId);
+      await requireSubscriptions(tx, await scopeAccess(tx, caller), integration.eventTypes);
       return getDelivery(tx, deliveryId, integration.id);
     });
   }
 
-  /** A page of the tenant's deliveries across integrations, failures first, as the answer's JSON text. */
-  platformDeliveries(tenantId: number, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
-    return this.o.db.readWithTenant(tenantId, (tx) => listForTenant(tx, page, { failedOnly: query.failedOnly ?? false, integrationId: query.integrationId }));
+  /**
+   * A page of the tenant's deliveries across integrations, failures first, as the answer's JSON text.
+   * A scope-bound caller's leaves out those of integrations (deleted ones too) they may not hold, and
+   * filtering by one is a 403.
+   */
+  platformDeliveries(tenantId: number, caller: Caller, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
+    return this.o.db.readWithTenant(tenantId, async (tx) => {
+      const access = await scopeAccess(tx, caller);
+      let excluded: number[] | undefined;
+      if (access.bound) {
+        const { rows } = await tx.query<{ id: number; event_types: string[] }>('select id, event_types from hub.integrations');
+        const held = await heldSubscriptions(tx, access, rows.map((r) => r.event_types));
+        excluded = rows.filter((r) => !held(r.event_types)).map((r) => r.id);
+        if (query.integrationId !== undefined && excluded.includes(query.integrationId)) throw new ScopeNotGranted();
+      }
+      return listForTenant(tx, page, { failedOnly: query.failedOnly ?? false, integrationId: query.integrationId, excluded });
+    });
+  }
+
+  /** The caller's scope access, after a 403 when they are scope-bound and may not hold the live integration `id` (404 when there is none). */
+  private async heldLive(tx: Tx, caller: Caller, id: string): Promise<ScopeAccess> {
+    const access = await scopeAccess(tx, caller);
+    if (access.bound) await requireSubscriptions(tx, access, (await liveIntegration(tx, id)).eventTypes);
+    return access;
   }
 
   /**
@@ -102,15 +154,15 @@ export class IntegrationService {
    * (the answer does not wait for it; its outcome shows in the journal). 404 when the delivery is
    * unknown, of another tenant, not of the integration named, or its integration is deleted.
    */
-  async replay(tenantId: number, deliveryId: string, integrationId?: string): Promise<DeliveryRecord> {
+  async replay(tenantId: number, caller: Caller, deliveryId: string, integrationId?: string): Promise<DeliveryRecord> {
     const token = randomUUID();
     const created = await this.o.db.withTenant(tenantId, async (tx) => {
       const id = parseId(deliveryId);
       const through = integrationId === undefined ? undefined : parseId(integrationId);
       // One answer for unknown, another tenant's and another integration's: existence is not confirmed.
       if (id === undefined || (integrationId !== undefined && through === undefined)) throw new NotFoundError('delivery not found');
-      const { rows } = await tx.query<{ integration_id: number; deleted: boolean }>(
-        `select d.integration_id, i.deleted_at is not null as deleted
+      const { rows } = await tx.query<{ integration_id: number; deleted: boolean; event_types: string[] }>(
+        `select d.integration_id, i.deleted_at is not null as deleted, i.event_types
            from hub.deliveries d join hub.integrations i on i.id = d.integration_id
           where d.id = $1`,
         [id],
@@ -118,6 +170,7 @@ export class IntegrationService {
       const original = rows[0];
       if (!original || (through !== undefined && original.integration_id !== through)) throw new NotFoundError('delivery not found');
       if (original.deleted) throw new NotFoundError('the delivery\'s integration was deleted');
+      await requireSubscriptions(tx, await scopeAccess(tx, caller), original.event_types);
       const inserted = await tx.query<{ id: number }>(
         `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, replay_of, lease_until, lease_token)
          select tenant_id, integration_id, 'replay', event_id, event_type, body, id, now() + make_interval(secs => $2::double precision / 1000), $3
@@ -140,10 +193,11 @@ export class IntegrationService {
    * The test operation: a real POST of a sample payload synthesised from the catalog declaration
    * of `eventType`, without `X-Svc-Event-Id`, recorded in the history; answers its outcome.
    */
-  async test(tenantId: number, integrationId: string, eventType: string): Promise<TestResult> {
+  async test(tenantId: number, caller: Caller, integrationId: string, eventType: string): Promise<TestResult> {
     const token = randomUUID();
     const deliveryId = await this.o.db.withTenant(tenantId, async (tx) => {
       const integration = await liveIntegration(tx, integrationId);
+      await requireSubscriptions(tx, await scopeAccess(tx, caller), integration.eventTypes);
       const entry = isDecision(eventType) ? undefined : this.o.catalog.get(eventType);
       if (!entry) throw new ValidationError(`Unknown event type: ${eventType}`, 'eventType');
       const { rows } = await tx.query<{ id: number }>(

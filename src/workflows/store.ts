@@ -165,6 +165,15 @@ export async function getWorkflow(tx: Tx, name: string): Promise<(WorkflowDetail
   return rows[0] && { ...recordOf(rows[0]), manifest: rows[0].manifest, scopes: [...new Set(rows[0].scopes)] };
 }
 
+/** The scopes (scopesOf) of the workflows of these names as stored (exact, lower-case), by name; a name of none is absent. */
+export async function workflowScopesByName(tx: Tx, names: readonly string[]): Promise<Map<string, string[]>> {
+  const { rows } = await tx.query<{ name: string; scopes: string[] }>(
+    `select w.name, ${SCOPES_SQL} as scopes from workflows.workflows w left join entities.entities e on e.name = w.entity where w.name = any($1::text[])`,
+    [names],
+  );
+  return new Map(rows.map((r) => [r.name, [...new Set(r.scopes)]]));
+}
+
 /** The manifest as last applied (the operator compares it with the resource's); workflows have no schedule. */
 export async function storedManifest(tx: Tx, name: string): Promise<{ manifest: unknown; schedule: null; appliedBy: string | null } | undefined> {
   const { rows } = await tx.query<{ manifest: unknown; appliedBy: string | null }>('select manifest, updated_by as "appliedBy" from workflows.workflows where name = lower($1)', [name]);

@@ -37,3 +37,22 @@ export async function boundUser(api: Client, tenantId: number, login: string, sc
   if (set.status !== 200) throw new Error(`binding ${login} to ${scopes.join(', ')} answered ${set.status}: ${set.text}`);
   return { 'X-Tenant-ID': String(tenantId), 'X-User-ID': String(userId) };
 }
+
+/**
+ * Through `api` (an unbound caller), over the tables of connectors `erp` and `crm`: entities
+ * `erp-partner`, `crm-partner` and `shared-partner` (of both scopes, over crm's table), and workflows
+ * `erp-flow`, `crm-flow` and `shared-flow` (of scope crm over shared-partner: its sweep announces
+ * erp's records too).
+ */
+export async function applyDomainWorkflows(api: Client): Promise<void> {
+  const applied = [
+    await api.post('/api/entities/apply', entity('erp-partner', 'erp', 'ext.erp_rows')),
+    await api.post('/api/entities/apply', entity('crm-partner', 'crm', 'ext.crm_rows')),
+    await api.post('/api/entities/apply', entity('shared-partner', ['crm', 'erp'], 'ext.crm_rows')),
+    await api.post('/api/workflows/apply', workflow('erp-flow', 'erp-partner')),
+    await api.post('/api/workflows/apply', workflow('crm-flow', 'crm-partner')),
+    await api.post('/api/workflows/apply', workflow('shared-flow', 'shared-partner', 'crm')),
+  ];
+  const refused = applied.find((r) => r.status !== 201);
+  if (refused) throw new Error(`applying the domain workflows answered ${refused.status}: ${refused.text}`);
+}

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Client, client, devClient } from '../../../test/harness/api-client.js';
-import { boundUser, connector, entity, SCOPE_REFUSED, workflow } from '../../../test/harness/scope-manifests.js';
+import { applyDomainWorkflows, boundUser, connector, entity, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
 import { itemS3Export } from '../../../test/harness/export-manifests.js';
 import { type ChatModel, startChatModel } from '../../../test/harness/chat-model.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
@@ -101,15 +101,7 @@ describe('a scope-bound caller reading dead letters', () => {
 describe('a scope-bound caller reading workflows', () => {
   const names = (r: { body: unknown }) => (r.body as Array<{ name: string }>).map((w) => w.name);
 
-  beforeAll(async () => {
-    expect((await api.post('/api/entities/apply', entity('erp-partner', 'erp', 'ext.erp_rows'))).status).toBe(201);
-    expect((await api.post('/api/entities/apply', entity('crm-partner', 'crm', 'ext.crm_rows'))).status).toBe(201);
-    expect((await api.post('/api/entities/apply', entity('shared-partner', ['crm', 'erp'], 'ext.crm_rows'))).status).toBe(201);
-    expect((await api.post('/api/workflows/apply', workflow('erp-flow', 'erp-partner'))).status).toBe(201);
-    expect((await api.post('/api/workflows/apply', workflow('crm-flow', 'crm-partner'))).status).toBe(201);
-    // Of scope crm, over an entity that is erp's too: its sweep announces erp's records.
-    expect((await api.post('/api/workflows/apply', workflow('shared-flow', 'shared-partner', 'crm'))).status).toBe(201);
-  });
+  beforeAll(() => applyDomainWorkflows(api));
 
   it('lists only the workflows whose scope and whose entity\'s every scope they hold', async () => {
     expect(names(await api.get('/api/platform/workflows'))).toEqual(['crm-flow', 'erp-flow', 'shared-flow']);

@@ -1,8 +1,10 @@
 import { actor } from '../../../src/auth/principal.js';
 import { DEFAULT_SUBJECT, MAX_RECIPIENTS, } from '../../../src/email/rules.js';
 import { PLACEHOLDERS } from '../../../src/email/templates.js';
+import { SUBSCRIPTION_SCOPES } from '../../../src/events/scoped-families.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { created, errors, noContent, tenantParams, tenantRefusals } from '../admin/admin-schemas.js';
+import { scopeRefusals } from '../schemas.js';
 
 /**
  * E-mail rules of the caller's tenant (svc_admin; CONTRACTS.md section 4): events matching a rule's
@@ -42,14 +44,16 @@ const invalid =
   'Invalid body (`field` names it): a malformed pattern or a bare `*`, an empty `eventTypes`, an address that is not one, ' +
   'an unknown placeholder or an unclosed `{{` in a template';
 
+const subscriptionRefusals = scopeRefusals(false, SUBSCRIPTION_SCOPES);
+
 export const emailRuleRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/tenants/{tid}/email-rules', operationId: 'listEmailRules', summary: 'E-mail rules of the tenant', tags: ['E-mail rules'],
     auth: ['svc_admin'],
-    description: 'By id; deleted rules are left out.',
+    description: 'By id; deleted rules are left out, and so, for a scope-bound caller, are the rules they may not hold (docs/email.md).',
     params: tenantParams(),
     responses: { 200: { description: 'Rules', schema: { type: 'array', items: emailRuleRecord } }, ...tenantRefusals },
-    handler: ({ services, principal }) => services.email.rules.list(principal?.tenantId),
+    handler: ({ services, principal }) => services.email.rules.list(principal?.tenantId, principal),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/email-rules', operationId: 'createEmailRule', summary: 'Create an e-mail rule', tags: ['E-mail rules'],
@@ -64,17 +68,17 @@ export const emailRuleRoutes: RouteDecl[] = [
     responses: {
       201: { description: 'The new rule', schema: emailRuleRecord },
       ...errors({ 400: invalid, 409: 'A rule of that name exists in the tenant' }),
-      ...tenantRefusals,
+      ...subscriptionRefusals,
     },
     handler: async ({ services, principal, body, ctx }) =>
-      created(ctx, await services.email.rules.create(principal?.tenantId, body, actor(principal))),
+      created(ctx, await services.email.rules.create(principal?.tenantId, principal, body, actor(principal))),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/email-rules/{id}', operationId: 'getEmailRule', summary: 'One e-mail rule', tags: ['E-mail rules'],
     auth: ['svc_admin'],
     params: tenantParams(RULE),
-    responses: { 200: { description: 'The rule', schema: emailRuleRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, deleted, or of another tenant' }), ...tenantRefusals },
-    handler: ({ services, principal, params }) => services.email.rules.get(principal?.tenantId, params.id),
+    responses: { 200: { description: 'The rule', schema: emailRuleRecord }, ...errors({ 400: 'Invalid id', 404: 'Unknown, deleted, or of another tenant' }), ...subscriptionRefusals },
+    handler: ({ services, principal, params }) => services.email.rules.get(principal?.tenantId, principal, params.id),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/email-rules/{id}', operationId: 'updateEmailRule', summary: 'Update an e-mail rule', tags: ['E-mail rules'],
@@ -85,19 +89,19 @@ export const emailRuleRoutes: RouteDecl[] = [
     responses: {
       200: { description: 'The updated rule', schema: emailRuleRecord },
       ...errors({ 400: invalid, 404: 'Unknown, deleted, or of another tenant', 409: 'Another rule of the tenant has that name' }),
-      ...tenantRefusals,
+      ...subscriptionRefusals,
     },
     handler: ({ services, principal, params, body }) =>
-      services.email.rules.update(principal?.tenantId, params.id, body, actor(principal)),
+      services.email.rules.update(principal?.tenantId, principal, params.id, body, actor(principal)),
   }),
   route({
     method: 'DELETE', path: '/api/tenants/{tid}/email-rules/{id}', operationId: 'deleteEmailRule', summary: 'Delete an e-mail rule (soft delete)', tags: ['E-mail rules'],
     auth: ['svc_admin'],
     description: 'No message goes out for it from the next event on. The row is kept as history; the rule leaves the list and answers 404 from then on, and its name can be used again.',
     params: tenantParams(RULE),
-    responses: { 204: { description: 'Deleted' }, ...errors({ 400: 'Invalid id', 404: 'Unknown, already deleted, or of another tenant' }), ...tenantRefusals },
+    responses: { 204: { description: 'Deleted' }, ...errors({ 400: 'Invalid id', 404: 'Unknown, already deleted, or of another tenant' }), ...subscriptionRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.email.rules.remove(principal?.tenantId, params.id, actor(principal));
+      await services.email.rules.remove(principal?.tenantId, principal, params.id, actor(principal));
       return noContent(ctx);
     },
   }),

@@ -1,8 +1,9 @@
 import { callerTenant } from '../../../src/auth/principal.js';
 import { paging } from '../../paging.js';
 import { route, type RouteDecl } from '../../route.js';
+import { SUBSCRIPTION_SCOPES } from '../../../src/events/scoped-families.js';
 import { deliverySchema, deliveryStatus } from './integrations.js';
-import { errorBody, refusals } from '../schemas.js';
+import { errorBody, scopeRefusals } from '../schemas.js';
 
 /** The tenant's delivery journal across integrations (spec 1 Platform surface; CONTRACTS.md section 4). */
 
@@ -23,19 +24,20 @@ export const deliveryRoutes: RouteDecl[] = [
     auth: ['svc_integrator', ['svc_admin', 'svc_superadmin']],
     description:
       'Unsuccessful deliveries first, then the rest, newest first within each. Deleted integrations keep their history here. ' +
+      'A scope-bound caller\'s list leaves out the deliveries of integrations they may not hold (docs/integrations.md, "Scope-bound callers"). ' +
       'Paged: with more deliveries after the page, a `Link` header (rel="next") names the next page (`before`).',
     query: DELIVERIES.query,
     responses: {
       200: DELIVERIES.ok('Delivery records', deliverySchema),
       400: { description: 'Invalid query `{error, field}`', schema: errorBody },
       404: { description: '`integrationId` names no integration of the tenant (another tenant\'s included: existence is not confirmed)', schema: errorBody },
-      ...refusals(true),
+      ...scopeRefusals(true, `the integration \`integrationId\` names: ${SUBSCRIPTION_SCOPES}`),
     },
     handler: async ({ services, principal, query, ctx }) =>
       DELIVERIES.answer(
         ctx,
         query,
-        await services.integrations.platformDeliveries(callerTenant(principal), DELIVERIES.asked(query), { failedOnly: query.status === 'failed', integrationId: query.integrationId }),
+        await services.integrations.platformDeliveries(callerTenant(principal), principal, DELIVERIES.asked(query), { failedOnly: query.status === 'failed', integrationId: query.integrationId }),
       ),
   }),
   route({
@@ -48,10 +50,10 @@ export const deliveryRoutes: RouteDecl[] = [
     responses: {
       202: { description: 'The new delivery record', schema: deliverySchema },
       404: { description: 'Unknown, of another tenant, or its integration is deleted', schema: errorBody },
-      ...refusals(true),
+      ...scopeRefusals(true, `the delivery's integration: ${SUBSCRIPTION_SCOPES}`),
     },
     handler: async ({ services, principal, params, ctx }) => {
-      const record = await services.integrations.replay(callerTenant(principal), params.id);
+      const record = await services.integrations.replay(callerTenant(principal), principal, params.id);
       ctx.status = 202;
       return record;
     },

@@ -1,10 +1,11 @@
 import { actor, callerTenant } from '../../../src/auth/principal.js';
 import { EVENT_TYPES_MAX, NAME_MAX, SECRET_MAX, URL_MAX } from '../../../src/webhooks/validation.js';
+import { SUBSCRIPTION_SCOPES } from '../../../src/events/scoped-families.js';
 import { MAX_INTEGRATIONS_PER_TENANT } from '../../../src/webhooks/integrations.js';
 import { AUTH_MODES, type IntegrationInput, type IntegrationPatch, PLATFORMS } from '../../../src/webhooks/model.js';
 import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
-import { errorBody, refusals } from '../schemas.js';
+import { errorBody, refusals, scopeRefusals } from '../schemas.js';
 import { tenantIdParam } from '../admin/admin-schemas.js';
 
 /** The integration hub (spec 1 "Integration hub"): svc_admin, `{tid}` equal to the caller's tenant. */
@@ -130,6 +131,7 @@ function writable<T>(body: object): T {
 const notFound = (what: string) => ({ 404: { description: what, schema: errorBody } });
 const invalid = { 400: { description: 'Invalid body `{error, field}`', schema: errorBody } };
 const tenantRefusals = refusals(false);
+const subscriptionRefusals = scopeRefusals(false, SUBSCRIPTION_SCOPES);
 
 /** The `status` filter of the delivery lists. */
 export const deliveryStatus = { enum: ['failed'], description: '`failed`: only deliveries not (yet) successful, attempted at least once or closed' } as const;
@@ -140,9 +142,10 @@ export const integrationRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/tenants/{tid}/integrations', operationId: 'listIntegrations', summary: 'Integrations of the tenant (deleted ones omitted)', tags: ['Integrations'],
     auth: ['svc_admin'],
+    description: 'A scope-bound caller\'s list leaves out the integrations they may not hold (docs/integrations.md, "Scope-bound callers").',
     params: tenantPath(),
     responses: { 200: { description: 'Integrations, by id', schema: { type: 'array', items: integrationSchema } }, ...tenantRefusals },
-    handler: ({ services, principal }) => services.integrations.list(callerTenant(principal)),
+    handler: ({ services, principal }) => services.integrations.list(callerTenant(principal), principal),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/integrations', operationId: 'createIntegration', summary: 'Subscribe a URL to event types', tags: ['Integrations'],
@@ -158,10 +161,10 @@ export const integrationRoutes: RouteDecl[] = [
       201: { description: 'Created: the record with `id` and `hasSecret` (header `Location`)', schema: integrationSchema },
       ...invalid,
       409: { description: `An integration of that name exists in the tenant, or the tenant has ${MAX_INTEGRATIONS_PER_TENANT} integrations (the most it may have)`, schema: errorBody },
-      ...tenantRefusals,
+      ...subscriptionRefusals,
     },
     handler: async ({ services, principal, body, params, ctx }) => {
-      const created = await services.integrations.create(callerTenant(principal), writable<IntegrationInput>(body), actor(principal));
+      const created = await services.integrations.create(callerTenant(principal), principal, writable<IntegrationInput>(body), actor(principal));
       ctx.status = 201;
       ctx.set('Location', `/api/tenants/${params.tid}/integrations/${created.id}`);
       return created;
@@ -172,8 +175,8 @@ export const integrationRoutes: RouteDecl[] = [
     auth: ['svc_admin'],
     description: 'A deleted integration still answers 200, with `deletedAt` set; 404 only for an id that never existed in the tenant.',
     params: tenantPath({ id: 'Integration id' }),
-    responses: { 200: { description: 'The integration', schema: integrationSchema }, ...notFound('Never existed (or of another tenant)'), ...tenantRefusals },
-    handler: ({ services, principal, params }) => services.integrations.get(callerTenant(principal), params.id),
+    responses: { 200: { description: 'The integration', schema: integrationSchema }, ...notFound('Never existed (or of another tenant)'), ...subscriptionRefusals },
+    handler: ({ services, principal, params }) => services.integrations.get(callerTenant(principal), principal, params.id),
   }),
   route({
     method: 'PUT', path: '/api/tenants/{tid}/integrations/{id}', operationId: 'updateIntegration', summary: 'Update an integration (present fields only)', tags: ['Integrations'],
@@ -189,10 +192,10 @@ export const integrationRoutes: RouteDecl[] = [
       ...invalid,
       ...notFound('Unknown or deleted'),
       409: { description: 'Another integration of the tenant has that name', schema: errorBody },
-      ...tenantRefusals,
+      ...subscriptionRefusals,
     },
     handler: ({ services, principal, params, body }) =>
-      services.integrations.update(callerTenant(principal), params.id, writable<IntegrationPatch>(body), actor(principal)),
+      services.integrations.update(callerTenant(principal), principal, params.id, writable<IntegrationPatch>(body), actor(principal)),
   }),
   route({
     method: 'DELETE', path: '/api/tenants/{tid}/integrations/{id}', operationId: 'deleteIntegration', summary: 'Delete an integration (soft)', tags: ['Integrations'],
@@ -201,9 +204,9 @@ export const integrationRoutes: RouteDecl[] = [
       'Every send stops at once and open deliveries close (`closedReason`); the list omits it, the single lookup and its delivery history ' +
       'remain; test and replay answer 404.',
     params: tenantPath({ id: 'Integration id' }),
-    responses: { 204: { description: 'Deleted' }, ...notFound('Unknown or already deleted'), ...tenantRefusals },
+    responses: { 204: { description: 'Deleted' }, ...notFound('Unknown or already deleted'), ...subscriptionRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      await services.integrations.remove(callerTenant(principal), params.id, actor(principal));
+      await services.integrations.remove(callerTenant(principal), principal, params.id, actor(principal));
       ctx.status = 204;
       return undefined;
     },
@@ -224,10 +227,10 @@ export const integrationRoutes: RouteDecl[] = [
       200: { description: 'The test result', schema: testResultSchema },
       400: { description: '`Unknown event type: <type>` for a type not in the catalog (or `decision.*`)', schema: errorBody },
       ...notFound('Unknown or deleted integration'),
-      ...tenantRefusals,
+      ...subscriptionRefusals,
     },
     handler: ({ services, principal, params, body }) =>
-      services.integrations.test(callerTenant(principal), params.id, body.eventType),
+      services.integrations.test(callerTenant(principal), principal, params.id, body.eventType),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/integrations/{id}/deliveries', operationId: 'listIntegrationDeliveries', summary: 'Delivery history of an integration', tags: ['Integrations'],
@@ -237,9 +240,9 @@ export const integrationRoutes: RouteDecl[] = [
       'Paged: with more deliveries after the page, a `Link` header (rel="next") names the next page (`before`).',
     params: tenantPath({ id: 'Integration id' }),
     query: DELIVERIES.query,
-    responses: { 200: DELIVERIES.ok('Delivery records', deliverySchema), ...notFound('Never existed'), ...tenantRefusals },
+    responses: { 200: DELIVERIES.ok('Delivery records', deliverySchema), ...notFound('Never existed'), ...subscriptionRefusals },
     handler: async ({ services, principal, params, query, ctx }) =>
-      DELIVERIES.answer(ctx, query, await services.integrations.deliveries(callerTenant(principal), params.id, DELIVERIES.asked(query), { failedOnly: query.status === 'failed' })),
+      DELIVERIES.answer(ctx, query, await services.integrations.deliveries(callerTenant(principal), principal, params.id, DELIVERIES.asked(query), { failedOnly: query.status === 'failed' })),
   }),
   route({
     method: 'GET', path: '/api/tenants/{tid}/integrations/{id}/deliveries/{did}', operationId: 'getIntegrationDelivery', summary: 'One delivery with every attempt', tags: ['Integrations'],
@@ -248,9 +251,9 @@ export const integrationRoutes: RouteDecl[] = [
     responses: {
       200: { description: 'The delivery record with `attemptLog`, its attempts in order', schema: { ...deliverySchema, required: [...Object.keys(deliveryProperties), 'attemptLog'], properties: { ...deliveryProperties, attemptLog: { type: 'array', items: attemptSchema } } } },
       ...notFound('Unknown, or not of this integration'),
-      ...tenantRefusals,
+      ...subscriptionRefusals,
     },
-    handler: ({ services, principal, params }) => services.integrations.delivery(callerTenant(principal), params.id, params.did),
+    handler: ({ services, principal, params }) => services.integrations.delivery(callerTenant(principal), principal, params.id, params.did),
   }),
   route({
     method: 'POST', path: '/api/tenants/{tid}/integrations/{id}/deliveries/{did}/replay', operationId: 'replayIntegrationDelivery', summary: 'Replay a delivery', tags: ['Integrations'],
@@ -259,9 +262,9 @@ export const integrationRoutes: RouteDecl[] = [
       'Records a new delivery (kind `replay`) with the original body and the same `X-Svc-Event-Id`, and sends it at once; the original ' +
       'entry stays. Answers 202 with the new record (its outcome shows in the history). Replays get retries like any delivery.',
     params: tenantPath({ id: 'Integration id', did: 'Delivery id' }),
-    responses: { 202: { description: 'The new delivery record', schema: deliverySchema }, ...notFound('Unknown delivery, not of this integration, or the integration is deleted'), ...tenantRefusals },
+    responses: { 202: { description: 'The new delivery record', schema: deliverySchema }, ...notFound('Unknown delivery, not of this integration, or the integration is deleted'), ...subscriptionRefusals },
     handler: async ({ services, principal, params, ctx }) => {
-      const record = await services.integrations.replay(callerTenant(principal), params.did, params.id);
+      const record = await services.integrations.replay(callerTenant(principal), principal, params.did, params.id);
       ctx.status = 202;
       return record;
     },

@@ -1,0 +1,128 @@
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { type Client, client, devClient } from '../../../test/harness/api-client.js';
+import { applyDomainWorkflows, boundUser, connector, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
+import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+
+/**
+ * A scope-bound caller (docs/admin.md, "Scopes") holding every role cannot subscribe to, nor reach a
+ * subscription to, the event families that carry one domain's data (`connector.run.*`,
+ * `data.row.changed`, `decision.dormant.*`): events carry no scopes. The one exception is an exact
+ * `decision.dormant.<workflow>` of a workflow of their scopes. Before, integrations and e-mail rules
+ * were governed by roles alone: a user bound to `crm` holding svc_admin subscribed to erp's runs,
+ * rows and dormant records, and read, changed and replayed erp's deliveries.
+ */
+
+const T = 1;
+let hub: TestHub;
+let api: Client;
+let crm: Client;
+
+/** Patterns that can match an event of erp's (or any domain's) runs, rows or dormant records. */
+const SCOPED = [
+  'connector.run.completed', 'connector.run.*', 'connector.*', 'data.row.changed', 'data.row.*', 'data.*',
+  'decision.*', 'decision.dormant.*', 'decision.dormant.erp-flow', 'decision.dormant.shared-flow', 'decision.dormant.no-such-flow',
+];
+
+beforeAll(async () => {
+  hub = await startTestHub();
+  api = devClient(hub.url, T);
+  crm = client(hub.url, await boundUser(api, T, 'crm-only', ['crm']));
+  for (const c of [connector('erp', ['erp']), connector('crm', ['crm'])]) expect((await api.post('/api/connectors/apply', c)).status).toBe(201);
+  await applyDomainWorkflows(api);
+}, 60_000);
+
+afterAll(async () => {
+  await hub?.stop();
+});
+
+const names = (r: { body: unknown }) => (r.body as Array<{ name: string }>).map((x) => x.name);
+
+describe('a scope-bound caller and integrations', () => {
+  const base = `/api/tenants/${T}/integrations`;
+  const hook = (name: string, eventTypes: string[]) => ({ name, targetUrl: `https://hooks.example.com/${name}`, eventTypes });
+  let erpHook: number;
+  let ownHook: number;
+  /** A delivery of integration `id` recorded as an event's; its id. */
+  const deliveryOf = async (id: number, type: string) =>
+    (
+      await hub.services.db.withTenant(T, (tx) =>
+        tx.query<{ id: string }>(
+          `insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded)
+           values (core.current_tenant(), $1, 'event', null, $2, '{"secret":"of erp"}', 1, false) returning id::text`,
+          [id, type],
+        ),
+      )
+    ).rows[0]!.id;
+  const deliveryIds = (r: { body: unknown }) => (r.body as Array<{ id: number }>).map((d) => String(d.id));
+
+  beforeAll(async () => {
+    erpHook = ((await api.post(base, hook('erp-runs', ['connector.run.*']))).body as { id: number }).id;
+    ownHook = ((await crm.post(base, hook('crm-dormant', ['org.created', 'decision.dormant.crm-flow']))).body as { id: number }).id;
+    expect(ownHook).toEqual(expect.any(Number));
+  });
+
+  it('cannot create one whose event types can match runs, rows or dormant records other than their own workflows\'', async () => {
+    for (const [i, type] of SCOPED.entries()) {
+      expect({ type, answer: await crm.post(base, hook(`refused-${i}`, ['org.created', type])) }).toMatchObject({ type, answer: SCOPE_REFUSED });
+    }
+    expect(names(await api.get(base))).toEqual(['erp-runs', 'crm-dormant']);
+  });
+
+  it("neither lists nor reads, changes, tests or deletes another's; its own stays theirs until widened", async () => {
+    expect(names(await crm.get(base))).toEqual(['crm-dormant']);
+    expect(await crm.get(`${base}/${erpHook}`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.put(`${base}/${erpHook}`, { eventTypes: ['org.created'] })).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post(`${base}/${erpHook}/test`, { eventType: 'org.created' })).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.del(`${base}/${erpHook}`)).toMatchObject(SCOPE_REFUSED);
+    expect(await api.get(`${base}/${erpHook}`)).toMatchObject({ status: 200, body: { eventTypes: ['connector.run.*'], deletedAt: null } });
+    expect(await crm.put(`${base}/${ownHook}`, { eventTypes: ['org.created', 'data.row.changed'] })).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.get(`${base}/${ownHook}`)).toMatchObject({ status: 200, body: { eventTypes: ['org.created', 'decision.dormant.crm-flow'] } });
+    expect(await crm.put(`${base}/${ownHook}`, { eventTypes: ['org.updated'] })).toMatchObject({ status: 200, body: { eventTypes: ['org.updated'] } });
+  });
+
+  it("neither lists, reads nor replays another's deliveries", async () => {
+    const erp = await deliveryOf(erpHook, 'connector.run.completed');
+    const own = await deliveryOf(ownHook, 'org.updated');
+    expect(deliveryIds(await api.get('/api/platform/deliveries'))).toEqual(expect.arrayContaining([erp, own]));
+    expect(deliveryIds(await crm.get('/api/platform/deliveries'))).toEqual([own]);
+    expect(await crm.get(`/api/platform/deliveries?integrationId=${erpHook}`)).toMatchObject(SCOPE_REFUSED);
+    expect(deliveryIds(await crm.get(`/api/platform/deliveries?integrationId=${ownHook}`))).toEqual([own]);
+    expect(await crm.get(`${base}/${erpHook}/deliveries`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.get(`${base}/${erpHook}/deliveries/${erp}`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post(`${base}/${erpHook}/deliveries/${erp}/replay`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.post(`/api/platform/deliveries/${erp}/replay`)).toMatchObject(SCOPE_REFUSED);
+    expect(deliveryIds(await api.get(`${base}/${erpHook}/deliveries`))).toEqual([erp]);
+    expect(await crm.get(`${base}/${ownHook}/deliveries/${own}`)).toMatchObject({ status: 200, body: { eventType: 'org.updated' } });
+  });
+});
+
+describe('a scope-bound caller and e-mail rules', () => {
+  const base = `/api/tenants/${T}/email-rules`;
+  const rule = (name: string, eventTypes: string[]) => ({ name, eventTypes, recipient: 'ops@example.com' });
+  let erpRule: number;
+  let ownRule: number;
+
+  beforeAll(async () => {
+    erpRule = ((await api.post(base, rule('erp-rows', ['data.row.changed']))).body as { id: number }).id;
+    ownRule = ((await crm.post(base, rule('crm-dormant', ['decision.dormant.crm-flow']))).body as { id: number }).id;
+    expect(ownRule).toEqual(expect.any(Number));
+  });
+
+  it('cannot create one whose event types can match runs, rows or dormant records other than their own workflows\'', async () => {
+    for (const [i, type] of SCOPED.entries()) {
+      expect({ type, answer: await crm.post(base, rule(`refused-${i}`, [type])) }).toMatchObject({ type, answer: SCOPE_REFUSED });
+    }
+    expect(names(await api.get(base))).toEqual(['erp-rows', 'crm-dormant']);
+  });
+
+  it("neither lists nor reads, changes or deletes another's, nor widens their own", async () => {
+    expect(names(await crm.get(base))).toEqual(['crm-dormant']);
+    expect(await crm.get(`${base}/${erpRule}`)).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.put(`${base}/${erpRule}`, { eventTypes: ['org.created'] })).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.del(`${base}/${erpRule}`)).toMatchObject(SCOPE_REFUSED);
+    expect(await api.get(`${base}/${erpRule}`)).toMatchObject({ status: 200, body: { eventTypes: ['data.row.changed'] } });
+    expect(await crm.put(`${base}/${ownRule}`, { eventTypes: ['connector.*'] })).toMatchObject(SCOPE_REFUSED);
+    expect(await crm.get(`${base}/${ownRule}`)).toMatchObject({ status: 200, body: { eventTypes: ['decision.dormant.crm-flow'] } });
+    expect((await crm.del(`${base}/${ownRule}`)).status).toBe(204);
+  });
+});
