@@ -18,7 +18,8 @@ export const SUBSCRIPTION_SCOPES =
 
 const FAMILY_PREFIXES = ['connector.run.', 'decision.dormant.'];
 const FAMILY_TYPES = ['data.row.changed'];
-const DORMANT = 'decision.dormant.';
+/** The prefix of a workflow's dormancy decisions, `decision.dormant.<workflow>`. */
+export const DORMANT = 'decision.dormant.';
 
 /** Whether a subscription pattern (an exact type or `prefix.*`) can match an event of a scoped family. */
 export function reachesScopedFamily(pattern: string): boolean {
@@ -29,8 +30,8 @@ export function reachesScopedFamily(pattern: string): boolean {
   return FAMILY_PREFIXES.some((f) => pattern.startsWith(f)) || FAMILY_TYPES.includes(pattern);
 }
 
-/** The workflow an exact `decision.dormant.<workflow>` names; undefined for any other pattern. */
-const dormantWorkflow = (pattern: string): string | undefined => (pattern.startsWith(DORMANT) && !pattern.endsWith('.*') ? pattern.slice(DORMANT.length) : undefined);
+/** The workflow an exact `decision.dormant.<workflow>` (a pattern or an event's type) names; undefined for any other. */
+export const dormantWorkflow = (pattern: string): string | undefined => (pattern.startsWith(DORMANT) && !pattern.endsWith('.*') ? pattern.slice(DORMANT.length) : undefined);
 
 /**
  * Which of these subscriptions (each an event-type list) the caller may hold: all of them for an

@@ -2,6 +2,7 @@ import type { Database, Tx } from '../db/database.js';
 import { type Page, type PageRequest, pageOfRows } from '../db/keyset.js';
 import { purgeRecorded } from '../db/retention.js';
 import type { EventWriter } from '../events/outbox.js';
+import { DORMANT } from '../events/scoped-families.js';
 
 /**
  * The decision inbox (events.inbox, filled by the EventWriter with every `decision.*` event, in the
@@ -52,17 +53,32 @@ const itemOf = (r: Row): InboxItem => ({
   ackedBy: r.acked_by,
 });
 
-/** A page of the inbox, newest first (a page after a key: the smaller ids); `acked`: only the acknowledged items, or only the others. */
-export async function listInbox(tx: Tx, page: PageRequest, opts: { acked?: boolean }): Promise<Page<InboxItem[]>> {
+/**
+ * A page of the inbox, newest first (a page after a key: the smaller ids); `acked`: only the
+ * acknowledged items, or only the others; `workflows`: a scope-bound caller's workflows, the only ones
+ * whose dormancy decisions (`decision.dormant.<workflow>`) are listed.
+ */
+export async function listInbox(tx: Tx, page: PageRequest, opts: { acked?: boolean; workflows?: readonly string[] }): Promise<Page<InboxItem[]>> {
   const values: unknown[] = [page.limit];
   const where: string[] = [];
   if (opts.acked !== undefined) where.push(opts.acked ? 'acked_at is not null' : 'acked_at is null');
+  if (opts.workflows) {
+    values.push(DORMANT, opts.workflows);
+    const [prefix, held] = [`$${values.length - 1}::text`, `$${values.length}::text[]`];
+    where.push(`(not starts_with(type, ${prefix}) or substr(type, length(${prefix}) + 1) = any(${held}))`);
+  }
   if (page.after) {
     values.push(page.after[0]);
     where.push(`id < $${values.length}::bigint`);
   }
   const { rows } = await tx.query<Row>(`select ${COLUMNS} from events.inbox ${where.length ? `where ${where.join(' and ')}` : ''} order by id desc limit $1 + 1`, values);
   return pageOfRows(rows, page.limit, (row) => [String(row.id)], itemOf);
+}
+
+/** The type of the tenant's inbox item `id`; undefined when there is none. */
+export async function inboxItemType(tx: Tx, id: number): Promise<string | undefined> {
+  const { rows } = await tx.query<{ type: string }>('select type from events.inbox where id = $1', [id]);
+  return rows[0]?.type;
 }
 
 /**

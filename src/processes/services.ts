@@ -1,8 +1,11 @@
-import type { Database, TenantId } from '../db/database.js';
+import { type Caller, scopeAccess } from '../admin/scope-access.js';
+import type { Database, TenantId, Tx } from '../db/database.js';
 import type { Page, PageRequest } from '../db/keyset.js';
-import { NotFoundError } from '../errors.js';
+import { NotFoundError, ScopeNotGranted } from '../errors.js';
+import { dormantWorkflow } from '../events/scoped-families.js';
 import type { EventWriter } from '../events/outbox.js';
-import { ackInbox, type InboxItem, listInbox } from './inbox.js';
+import { listWorkflows } from '../workflows/store.js';
+import { ackInbox, type InboxItem, inboxItemType, listInbox } from './inbox.js';
 import { type ApplyResult, applyProcess, deleteProcess, getProcess, listProcesses, type ProcessDetail, type ProcessRecord } from './store.js';
 
 /**
@@ -16,12 +19,23 @@ export interface ProcessServices {
   get(tenantId: TenantId, name: string): Promise<ProcessDetail>;
   /** Case-insensitive name; 404 when unknown. */
   remove(tenantId: TenantId, name: string): Promise<void>;
+  /**
+   * A scope-bound caller (`caller`: docs/admin.md, "Scopes") reaches a workflow's dormancy decision
+   * (`decision.dormant.<workflow>`) only when they hold every scope of the workflow as stored now
+   * (src/workflows/store.ts, scopesOf; a deleted workflow's is no one's); other decisions are not split by scope.
+   */
   inbox: {
     /** A page of the inbox, newest first. */
-    list(tenantId: TenantId, page: PageRequest, opts: { acked?: boolean }): Promise<Page<InboxItem[]>>;
-    /** 404 `decision not found` for an unknown id or another tenant's. */
-    ack(tenantId: TenantId, id: number, by: string): Promise<InboxItem>;
+    list(tenantId: TenantId, caller: Caller, page: PageRequest, opts: { acked?: boolean }): Promise<Page<InboxItem[]>>;
+    /** 404 `decision not found` for an unknown id or another tenant's; 403 `scope not granted` for another domain's dormancy decision. */
+    ack(tenantId: TenantId, caller: Caller, id: number, by: string): Promise<InboxItem>;
   };
+}
+
+/** The workflows a scope-bound caller holds every scope of; undefined for an unbound caller. */
+async function heldWorkflows(tx: Tx, caller: Caller): Promise<string[] | undefined> {
+  const access = await scopeAccess(tx, caller);
+  return access.bound ? (await listWorkflows(tx, access.granted)).map((w) => w.name) : undefined;
 }
 
 export function createProcessServices(deps: { db: Database; events: EventWriter }): ProcessServices {
@@ -38,9 +52,17 @@ export function createProcessServices(deps: { db: Database; events: EventWriter 
       if (!(await db.withTenant(t, (tx) => deleteProcess(tx, name)))) throw new NotFoundError(`process ${name.toLowerCase()} not found`);
     },
     inbox: {
-      list: (t, page, opts) => db.withTenant(t, (tx) => listInbox(tx, page, opts)),
-      ack: async (t, id, by) => {
-        const item = Number.isSafeInteger(id) && id > 0 ? await db.withTenant(t, (tx) => ackInbox(tx, events, id, by)) : undefined;
+      list: (t, caller, page, opts) => db.withTenant(t, async (tx) => listInbox(tx, page, { ...opts, workflows: await heldWorkflows(tx, caller) })),
+      ack: async (t, caller, id, by) => {
+        const item =
+          Number.isSafeInteger(id) && id > 0
+            ? await db.withTenant(t, async (tx) => {
+                const held = await heldWorkflows(tx, caller);
+                const workflow = held && dormantWorkflow((await inboxItemType(tx, id)) ?? '');
+                if (workflow !== undefined && !held?.includes(workflow)) throw new ScopeNotGranted();
+                return ackInbox(tx, events, id, by);
+              })
+            : undefined;
         if (!item) throw new NotFoundError('decision not found');
         return item;
       },

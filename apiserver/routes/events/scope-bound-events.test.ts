@@ -126,3 +126,40 @@ describe('a scope-bound caller and e-mail rules', () => {
     expect((await crm.del(`${base}/${ownRule}`)).status).toBe(204);
   });
 });
+
+describe('a scope-bound caller and the decision inbox', () => {
+  /** A decision of that type written as the hub writes one (it lands in the inbox too); its inbox id. */
+  const decide = async (type: string, payload: Record<string, unknown>) => {
+    await hub.services.db.withTenant(T, (tx) => hub.services.events.emit(tx, type, payload));
+    const { rows } = await hub.services.db.withTenant(T, (tx) => tx.query<{ id: string }>('select id::text from events.inbox where type = $1 order by id desc limit 1', [type]));
+    return rows[0]!.id;
+  };
+  const dormant = (workflow: string, key: string) => decide(`decision.dormant.${workflow}`, { workflow, key, state: 'open', since: '2026-01-01T00:00:00Z' });
+  const types = (r: { body: unknown }) => (r.body as Array<{ type: string }>).map((i) => i.type).sort();
+  let erp: string;
+  let shared: string;
+  let gone: string;
+  let own: string;
+
+  beforeAll(async () => {
+    erp = await dormant('erp-flow', 'erp-key');
+    shared = await dormant('shared-flow', 'shared-key');
+    gone = await dormant('deleted-flow', 'old-key');
+    own = await dormant('crm-flow', 'crm-key');
+    await decide('decision.review', { message: 'a process decision' });
+  });
+
+  it("lists only the dormancy decisions of workflows every scope of which they hold (and the processes' decisions)", async () => {
+    const all = ['decision.dormant.crm-flow', 'decision.dormant.deleted-flow', 'decision.dormant.erp-flow', 'decision.dormant.shared-flow', 'decision.review'];
+    expect(types(await api.get('/api/inbox'))).toEqual(all);
+    expect(types(await crm.get('/api/inbox'))).toEqual(['decision.dormant.crm-flow', 'decision.review']);
+    expect(types(await crm.get('/api/inbox?limit=1'))).toEqual(['decision.review']);
+  });
+
+  it("cannot acknowledge another domain's, nor a deleted workflow's", async () => {
+    for (const id of [erp, shared, gone]) expect(await crm.post(`/api/inbox/${id}/ack`)).toMatchObject(SCOPE_REFUSED);
+    expect(await api.get('/api/inbox?acked=true')).toMatchObject({ status: 200, body: [] });
+    expect(await crm.post(`/api/inbox/${own}/ack`)).toMatchObject({ status: 200, body: { type: 'decision.dormant.crm-flow', ackedBy: expect.any(String) } });
+    expect((await crm.post('/api/inbox/999999999/ack')).status).toBe(404);
+  });
+});

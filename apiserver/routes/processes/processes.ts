@@ -3,7 +3,7 @@ import { processManifestSchema } from '../../../src/processes/manifest/schema.js
 import { paging } from '../../paging.js';
 import { type JsonSchema, route, type RouteDecl } from '../../route.js';
 import { appliedAnswer, appliedSchema, applyResponses, MANIFEST_TYPES, manifestBodies } from '../manifest-routes.js';
-import { errorBody, refusals } from '../schemas.js';
+import { errorBody, refusals, scopeRefusals } from '../schemas.js';
 import { SLUG_MAX_LENGTH } from '../../../src/manifests/checking.js';
 
 /**
@@ -98,7 +98,9 @@ export const processRoutes: RouteDecl[] = [
   route({
     method: 'GET', path: '/api/inbox', operationId: 'listInbox', summary: 'The decision inbox of the caller\'s tenant, newest first', tags: ['Inbox'],
     auth: ['svc_user'],
-    description: 'Newest first. Paged: with more items after the page, a `Link` header (rel="next") names the next page (`before`).',
+    description:
+      'Newest first. Paged: with more items after the page, a `Link` header (rel="next") names the next page (`before`). ' +
+      'A scope-bound caller\'s list leaves out the dormancy decisions (`decision.dormant.<workflow>`) of workflows they do not hold every scope of (docs/processes.md).',
     query: INBOX.query,
     responses: {
       200: INBOX.ok('Inbox items', inboxItem),
@@ -106,7 +108,7 @@ export const processRoutes: RouteDecl[] = [
       ...refusals(false),
     },
     handler: async ({ services, principal, query, ctx }) =>
-      INBOX.answer(ctx, query, await services.processes.inbox.list(callerTenant(principal), INBOX.asked(query), { acked: query.acked === undefined ? undefined : query.acked === 'true' })),
+      INBOX.answer(ctx, query, await services.processes.inbox.list(callerTenant(principal), principal, INBOX.asked(query), { acked: query.acked === undefined ? undefined : query.acked === 'true' })),
   }),
   route({
     method: 'POST', path: '/api/inbox/{id}/ack', operationId: 'ackInboxItem', summary: 'Acknowledge a decision', tags: ['Inbox'],
@@ -116,11 +118,11 @@ export const processRoutes: RouteDecl[] = [
     responses: {
       200: { description: 'The item', schema: inboxItem },
       404: { description: '`decision not found`: no such item in the caller\'s tenant', schema: errorBody },
-      ...refusals(false),
+      ...scopeRefusals(false, "every scope of the workflow whose dormancy decision it is (its scope and its entity's, as stored now; a deleted workflow's is no one's)"),
     },
     handler: ({ services, principal, params }) => {
       const id = /^[0-9]{1,15}$/.test(params.id) ? Number(params.id) : 0;
-      return services.processes.inbox.ack(callerTenant(principal), id, actor(principal));
+      return services.processes.inbox.ack(callerTenant(principal), principal, id, actor(principal));
     },
   }),
 ];
