@@ -1,8 +1,10 @@
 import { PassThrough } from 'node:stream';
+import { hubUserId } from '../../../src/admin/scope-access.js';
 import { callerTenant } from '../../../src/auth/principal.js';
 import { ForbiddenWithReason, RateLimited, ValidationError } from '../../../src/errors.js';
 import type { OutboxEvent } from '../../../src/events/outbox.js';
 import { SERVER_STOPPING } from '../../../src/events/stream.js';
+import { eventHeld, type HeldObjects, streamHeld } from '../../../src/events/stream-scopes.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -62,7 +64,8 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'The stream opens with `retry: 3000` and the comment `: connected; heartbeat <ms>`, the period of the heartbeats, comment lines `: ping`. A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state).',
+      'The stream opens with `retry: 3000` and the comment `: connected; heartbeat <ms>`, the period of the heartbeats, comment lines `: ping`. A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state). ' +
+      'A scope-bound caller\'s stream leaves out the `connector.run.*`, `data.row.changed` and `decision.dormant.*` events whose payload names no connector, ext table or workflow every scope of which they hold (what they hold is read again at each heartbeat; docs/operations.md, "Live event stream").',
     query: {
       type: 'object',
       properties: {
@@ -100,6 +103,11 @@ export const eventStreamRoutes: RouteDecl[] = [
       if (resume && (!/^\d{1,16}$/.test(resume) || !Number.isSafeInteger(Number(resume)))) {
         throw new ValidationError('Last-Event-ID must be an event id (a whole number from 0 to 9007199254740991)', ctx.get('Last-Event-ID') ? 'Last-Event-ID' : 'lastEventId');
       }
+      // A scope-bound caller's stream leaves out the events of scoped families whose payload names no
+      // object of their scopes (src/events/stream-scopes.ts); an unbound caller's judges nothing.
+      // A caller naming no hub user is unbound without asking the database.
+      const readHeld = async () => (hubUserId(principal) === undefined ? undefined : services.db.readWithTenant(tenantId, (tx) => streamHeld(tx, principal)));
+      let held: HeldObjects | undefined = await readHeld();
       const perTenant = services.config.int('svc.events.stream.max-per-tenant');
       // The place is held until the response's connection is done, not only while its subscription
       // lasts: a stream the hub ended still holds a socket, and what is left for its client, until
@@ -155,16 +163,18 @@ export const eventStreamRoutes: RouteDecl[] = [
       ctx.res.on('close', leave);
       if (ctx.req.socket.destroyed || ctx.res.destroyed) leave();
       if (gone.signal.aborted) return undefined;
+      const send = (event: OutboxEvent) => {
+        // Ended (the client left): writing on would be an uncaught 'write after end'.
+        if (out.writableEnded) return false;
+        return out.write(frame(event));
+      };
       const subscription = await services.stream.subscribe({
         tenantId,
         topics,
         afterId: resume ? Number(resume) : undefined,
         signal: gone.signal,
-        deliver: (event) => {
-          // Ended (the client left): writing on would be an uncaught 'write after end'.
-          if (out.writableEnded) return false;
-          return out.write(frame(event));
-        },
+        // A scope-bound caller's filter (read again at each heartbeat); an event left out is taken.
+        deliver: held === undefined ? send : (event) => (held === undefined || eventHeld(held, event) ? send(event) : true),
         // A resume catches up at the client's pace, however far behind it starts.
         room: () => roomIn(out, gone.signal),
         // …but one that takes nothing for STALL_HEARTBEATS heartbeat periods is ended as too slow, as
@@ -185,9 +195,24 @@ export const eventStreamRoutes: RouteDecl[] = [
         // account locked since the stream opened ends it with the reason a new call would get (read
         // through the directory's cache). A failure to ask (the database away) keeps the stream.
         let checking = false;
+        let rereading = false;
+        const bound = held !== undefined;
         heartbeat = setInterval(() => {
           if (out.writableEnded) return;
           out.write(': ping\n\n');
+          // A scope-bound caller's objects are read again (a connector, table or workflow may have
+          // changed scopes); a failure to read them (the database away) keeps those read before.
+          if (bound && !rereading) {
+            rereading = true;
+            readHeld()
+              .then((now) => {
+                held = now;
+              })
+              .catch(() => undefined)
+              .finally(() => {
+                rereading = false;
+              });
+          }
           if (checking || !principal) return;
           checking = true;
           services.directory

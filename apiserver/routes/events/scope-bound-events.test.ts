@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type Client, client, devClient } from '../../../test/harness/api-client.js';
 import { applyDomainWorkflows, boundUser, connector, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
+import { until } from '../../../test/harness/until.js';
 
 /**
  * A scope-bound caller (docs/admin.md, "Scopes") holding every role cannot subscribe to, nor reach a
@@ -16,6 +17,8 @@ const T = 1;
 let hub: TestHub;
 let api: Client;
 let crm: Client;
+/** The bound user's headers (the stream is read with fetch). */
+let crmHeaders: Record<string, string>;
 
 /** Patterns that can match an event of erp's (or any domain's) runs, rows or dormant records. */
 const SCOPED = [
@@ -26,7 +29,8 @@ const SCOPED = [
 beforeAll(async () => {
   hub = await startTestHub();
   api = devClient(hub.url, T);
-  crm = client(hub.url, await boundUser(api, T, 'crm-only', ['crm']));
+  crmHeaders = await boundUser(api, T, 'crm-only', ['crm']);
+  crm = client(hub.url, crmHeaders);
   for (const c of [connector('erp', ['erp']), connector('crm', ['crm'])]) expect((await api.post('/api/connectors/apply', c)).status).toBe(201);
   await applyDomainWorkflows(api);
 }, 60_000);
@@ -161,5 +165,85 @@ describe('a scope-bound caller and the decision inbox', () => {
     expect(await api.get('/api/inbox?acked=true')).toMatchObject({ status: 200, body: [] });
     expect(await crm.post(`/api/inbox/${own}/ack`)).toMatchObject({ status: 200, body: { type: 'decision.dormant.crm-flow', ackedBy: expect.any(String) } });
     expect((await crm.post('/api/inbox/999999999/ack')).status).toBe(404);
+  });
+});
+
+describe('a scope-bound caller and the live event stream', () => {
+  type Seen = { topic: string; payload: Record<string, unknown> };
+
+  /** Opens the stream as `headers`; `through(marker)` waits for the org.created named `marker` and answers what came up to it. */
+  async function openStream(headers: Record<string, string>, query = '') {
+    const controller = new AbortController();
+    const res = await fetch(`${hub.url}/api/platform/events/stream${query}`, { headers, signal: controller.signal });
+    expect(res.status).toBe(200);
+    const seen: Seen[] = [];
+    void (async () => {
+      const decoder = new TextDecoder();
+      let text = '';
+      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+        text += decoder.decode(chunk, { stream: true });
+        for (let end = text.indexOf('\n\n'); end >= 0; end = text.indexOf('\n\n')) {
+          const data = text.slice(0, end).split('\n').find((line) => line.startsWith('data: '));
+          text = text.slice(end + 2);
+          if (data) {
+            const envelope = JSON.parse(data.slice(6)) as { topic: string; payload: string };
+            seen.push({ topic: envelope.topic, payload: JSON.parse(envelope.payload) });
+          }
+        }
+      }
+    })().catch(() => undefined);
+    return {
+      async through(marker: string): Promise<string[]> {
+        const at = await until(`the marker ${marker}`, () => seen.findIndex((e) => e.payload.name === marker) + 1, { detail: () => JSON.stringify(seen) });
+        controller.abort();
+        return seen.slice(0, at).map((e) => `${e.topic} ${String(e.payload.connector_id ?? e.payload.entity ?? e.payload.name ?? '')}`);
+      },
+    };
+  }
+
+  const idOf = async (name: string) =>
+    (await hub.services.db.withTenant(T, (tx) => tx.query<{ id: string }>('select id::text from connectors.connectors where name = $1', [name]))).rows[0]!.id;
+  const emit = (type: string, payload: Record<string, unknown>) => hub.services.db.withTenant(T, (tx) => hub.services.events.emit(tx, type, payload));
+  const mark = async () => (await hub.services.db.withTenant(T, (tx) => tx.query<{ id: string }>('select coalesce(max(id), 0)::text as id from events.outbox'))).rows[0]!.id;
+  let ids: { erp: string; crm: string };
+
+  /** One event of each kind, then the marker. */
+  async function emitEach(marker: string): Promise<void> {
+    const started = (connectorId: string) => ({ run_id: 'r1', connector_id: connectorId, endpoint_id: 'e1', sync_mode: 'full', trigger: 'test' });
+    const row = (table: string) => ({ entity: table, entity_key: 'k1', op: 'insert', run_id: 'r1' });
+    await emit('connector.run.started', started(ids.erp));
+    await emit('connector.run.started', started(ids.crm));
+    await emit('connector.run.completed', { run_id: 'r1', endpoint_id: 'e1', records_in: 1, records_out: 1, duration_ms: 1, tables: {} });
+    await emit('connector.run.failed', { run_id: 'r1', error_message: 'x', retryable: false });
+    await emit('data.row.changed', row('ext.erp_rows'));
+    await emit('data.row.changed', row('ext.crm_rows'));
+    await emit('data.row.changed', row('ext.nobody_writes'));
+    for (const workflow of ['erp-flow', 'crm-flow', 'shared-flow']) await emit(`decision.dormant.${workflow}`, { workflow, key: 'k1', state: 'open', since: 'now' });
+    await emit('org.created', { orgId: 1, tenantId: T, name: marker });
+  }
+
+  beforeAll(async () => {
+    ids = { erp: await idOf('erp'), crm: await idOf('crm') };
+  });
+
+  const expected = (marker: string) => () => [
+    `connector.run.started ${ids.crm}`,
+    'data.row.changed ext.crm_rows',
+    'decision.dormant.crm-flow ',
+    `org.created ${marker}`,
+  ];
+
+  it("leaves out, live, the runs, rows and dormant records of objects not all of whose scopes they hold, and those naming none", async () => {
+    const [bound, unbound] = [await openStream(crmHeaders), await openStream({ 'X-Tenant-ID': String(T) })];
+    await emitEach('live-marker');
+    expect(await bound.through('live-marker')).toEqual(expected('live-marker')());
+    expect(await unbound.through('live-marker')).toHaveLength(11);
+  });
+
+  it('leaves them out of a resume too', async () => {
+    const from = await mark();
+    await emitEach('resume-marker');
+    expect(await (await openStream(crmHeaders, `?lastEventId=${from}`)).through('resume-marker')).toEqual(expected('resume-marker')());
+    expect(await (await openStream({ 'X-Tenant-ID': String(T) }, `?lastEventId=${from}`)).through('resume-marker')).toHaveLength(11);
   });
 });

@@ -1,0 +1,48 @@
+import { type Caller, holdsEvery, scopeAccess } from '../admin/scope-access.js';
+import { heldTables } from '../connectors/target/writers.js';
+import type { Tx } from '../db/database.js';
+import { listWorkflows } from '../workflows/store.js';
+import type { OutboxEvent } from './outbox.js';
+import { DORMANT } from './scoped-families.js';
+
+/**
+ * What a scope-bound caller's live event stream lets through of the families that carry one
+ * domain's data (src/events/scoped-families.ts). Events carry no scopes: an event of them goes to
+ * such a caller only when its payload names an object every scope of which they hold, read at one
+ * moment (the stream reads it again at each heartbeat):
+ * - `connector.run.started`: its `connector_id` (a connector of their scopes); the other
+ *   `connector.run.*` types name only a run, and are left out;
+ * - `data.row.changed`: its `entity`, the ext table written (every writer of which is of their
+ *   scopes, src/connectors/target/writers.ts);
+ * - `decision.dormant.<workflow>`: that workflow (its scope and its entity's).
+ * Other types are not split by scope.
+ */
+export interface HeldObjects {
+  connectors: ReadonlySet<string>;
+  tables: ReadonlySet<string>;
+  workflows: ReadonlySet<string>;
+}
+
+/** The objects a scope-bound caller holds; undefined for an unbound caller (every event goes to them). */
+export async function streamHeld(tx: Tx, caller: Caller): Promise<HeldObjects | undefined> {
+  const access = await scopeAccess(tx, caller);
+  if (!access.bound) return undefined;
+  const connectors = await tx.query<{ id: string; scopes: string[] }>('select id::text as id, scopes from connectors.connectors');
+  const tables = await tx.query<{ table: string }>(
+    'select table_name as "table" from connectors.ext_tables union select target_table from connectors.endpoints where target_table is not null',
+  );
+  return {
+    connectors: new Set(connectors.rows.filter((c) => holdsEvery(access, c.scopes)).map((c) => c.id)),
+    tables: await heldTables(tx, access, tables.rows.map((t) => t.table)),
+    workflows: new Set((await listWorkflows(tx, access.granted)).map((w) => w.name)),
+  };
+}
+
+/** Whether the event goes to a caller holding `held` (HeldObjects). */
+export function eventHeld(held: HeldObjects, event: Pick<OutboxEvent, 'type' | 'payload'>): boolean {
+  const { type, payload } = event;
+  if (type.startsWith('connector.run.')) return typeof payload.connector_id === 'string' && held.connectors.has(payload.connector_id);
+  if (type === 'data.row.changed') return typeof payload.entity === 'string' && held.tables.has(payload.entity);
+  if (type.startsWith(DORMANT)) return held.workflows.has(type.slice(DORMANT.length));
+  return true;
+}
