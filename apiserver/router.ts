@@ -21,6 +21,7 @@ import { nonCanonicalInteger, validate } from './validation.js';
 import { MAX_YAML_BYTES } from '../src/manifests/yaml-limits.js';
 import type { YamlRead } from '../src/manifests/yaml-body.js';
 import { yamlReadRefusal } from '../src/manifests/yaml-reader.js';
+import { indexRouter } from './route-index.js';
 
 const PLATFORM = '/api/platform/';
 /** Every spelling of a platform path the router would match (it is case-insensitive), declared or not. */
@@ -101,6 +102,7 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBod
     state.matched = state.matched?.filter((layer) => layer.path !== PLATFORM_PATHS);
     await next();
   });
+  indexRouter(router);
   return router;
 }
 

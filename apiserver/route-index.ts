@@ -1,0 +1,84 @@
+import type Router from '@koa/router';
+import type { Layer } from '@koa/router';
+
+/**
+ * @koa/router finds a request's routes by testing the path against every layer's pattern, in the
+ * order they were registered: a hundred and more regular expressions per request, a noticeable part
+ * of a short read's cost in the hub's process (docs/performance.md, "What limits the API"). This
+ * narrows the test to the layers that can match: a layer whose pattern starts with two literal path
+ * segments (`/api/platform/…`, `/api/connectors`) can only match a path whose first two segments
+ * are those, so it is tested only against such paths; every other layer (a parameter or a pattern
+ * within the first two segments, a RegExp path) is tested against every path, as before. Each
+ * candidate is still tested with its own pattern, in the order of registration, and the result is
+ * built exactly as the router's own `match` builds it: the same layers in the same order, so routing,
+ * 405's Allow list and HEAD are what they were.
+ *
+ * The patterns are case-insensitive and not Unicode-aware (`/…/i`): a non-ASCII character never
+ * matches an ASCII letter of the pattern, so a path a layer matches has those two segments in ASCII,
+ * equal to the layer's up to ASCII case, and the path's two segments lowercased find them.
+ */
+
+/** The router's match result (`Router.prototype.match`). */
+interface MatchResult {
+  path: Layer[];
+  pathAndMethod: Layer[];
+  route: boolean;
+}
+
+/** Two literal segments at the start of a layer's path, then `/` or the end of the path (path-to-regexp's syntax starts at any of these characters). */
+const LEADING_SEGMENTS = /^\/([A-Za-z0-9_.~-]+)\/([A-Za-z0-9_.~-]+)(?:$|\/)/;
+const SYNTAX = /[:*?+(){}[\]!\\]/;
+
+/** The key of a layer's first two literal segments, lowercased, or undefined when the layer may match paths of any first two segments. */
+export function layerKey(layer: Layer): string | undefined {
+  const path = layer.path as unknown;
+  if (typeof path !== 'string') return undefined;
+  const syntaxAt = path.search(SYNTAX);
+  const literal = syntaxAt === -1 ? path : path.slice(0, syntaxAt);
+  const m = LEADING_SEGMENTS.exec(literal);
+  if (!m) return undefined;
+  // `/a/b` ends the literal part: only a pattern that ends there too (no parameter glued to `b`).
+  if (m[0].length === literal.length && !m[0].endsWith('/') && literal !== path) return undefined;
+  return `${m[1]!}/${m[2]!}`.toLowerCase();
+}
+
+/** The first two segments of a request's path, lowercased (their characters as they are otherwise). */
+function pathKey(path: string): string {
+  const second = path.indexOf('/', 1);
+  if (second === -1) return '';
+  const third = path.indexOf('/', second + 1);
+  return path.slice(1, third === -1 ? path.length : third).toLowerCase();
+}
+
+/**
+ * Makes `router.match` test only the layers that can match the path (see above). Call once every
+ * layer is registered; a layer registered afterwards rebuilds the index on the next request.
+ */
+export function indexRouter(router: Router): void {
+  let built: { size: number; byKey: Map<string, Layer[]>; anyPath: Layer[] } | undefined;
+  const build = () => {
+    const stack = router.stack as Layer[];
+    const keys = stack.map(layerKey);
+    const anyPath = stack.filter((_, i) => keys[i] === undefined);
+    const byKey = new Map<string, Layer[]>();
+    // Each key's candidates in the order of registration, the layers of any path among them.
+    for (const key of new Set(keys)) if (key !== undefined) byKey.set(key, stack.filter((_, i) => keys[i] === undefined || keys[i] === key));
+    return { size: stack.length, byKey, anyPath };
+  };
+  (router as unknown as { match(path: string, method: string): MatchResult }).match = (path, method) => {
+    if (built?.size !== router.stack.length) built = build();
+    const candidates = built.byKey.get(pathKey(path)) ?? built.anyPath;
+    // As Router.prototype.match, over the candidates.
+    const result: MatchResult = { path: [], pathAndMethod: [], route: false };
+    const normalizedMethod = method.toUpperCase();
+    for (const layer of candidates) {
+      if (!layer.match(path)) continue;
+      result.path.push(layer);
+      if (layer.methods.length === 0 || layer.methods.includes(normalizedMethod)) {
+        result.pathAndMethod.push(layer);
+        if (layer.methods.length > 0) result.route = true;
+      }
+    }
+    return result;
+  };
+}
