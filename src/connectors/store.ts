@@ -399,13 +399,17 @@ function recordsSql(where: string): string {
     from connectors.connectors c where ${where}`;
 }
 
+/** listConnectorsJson's text, made once: the same string each call (`textOfShape`, src/db/keyset.ts, says why). */
+let listConnectorsText: string | undefined;
+
 /**
  * Every connector of the caller's tenant, by name, as the answer's JSON text (src/db/json-text.ts):
  * the records `getConnector` answers, without their manifest and spec, from the same statement
  * (store-json.test.ts holds both to the stored spec and watermarks).
  */
 export async function listConnectorsJson(tx: Tx): Promise<JsonText> {
-  const { rows } = await tx.query<{ body: string }>(jsonArraySql(`${recordsSql('true')} order by c.name`, 'r.name'), [], { prepare: true });
+  listConnectorsText ??= jsonArraySql(`${recordsSql('true')} order by c.name`, 'r.name');
+  const { rows } = await tx.query<{ body: string }>(listConnectorsText, [], { prepare: true });
   return new JsonText(rows[0]!.body);
 }
 

@@ -33,6 +33,23 @@ export function pageOfRows<R, T>(rows: readonly R[], limit: number, key: (row: R
 }
 
 /**
+ * The text of a statement built per call, made once per `shape` (what it is built from: a few short
+ * pieces of SQL, never a value) and then the same string each time. A list's text is a kilobyte or two
+ * and a named statement is found by it (`statementName`, and node-postgres's own check): a text made
+ * anew per request is hashed and compared whole each time (≈ 4 µs a list in the hub's process), the
+ * same string only once. `texts` holds one entry per shape: a list's shapes are few (its filters,
+ * first page or not, a limit step).
+ */
+export function textOfShape(texts: Map<string, string>, shape: string, build: () => string): string {
+  let text = texts.get(shape);
+  if (text === undefined) {
+    text = build();
+    texts.set(shape, text);
+  }
+  return text;
+}
+
+/**
  * A statement answering one row with `body` (the JSON text of the page's items) and `next` (the
  * last item's sort key as a text array when more follow, else null), from `rows`: a select of the
  * list's rows in its order, already limited to at least one past `limit` (a parameter's placeholder,

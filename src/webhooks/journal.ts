@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { arrayLiteral } from '../db/array-literal.js';
 import type { Tx } from '../db/database.js';
 import { JsonText } from '../db/json-text.js';
-import { jsonPageSql, type Page, type PageRequest } from '../db/keyset.js';
+import { jsonPageSql, type Page, type PageRequest, textOfShape } from '../db/keyset.js';
 import { isoTimestampSql } from '../db/timestamps.js';
 import { NotFoundError } from '../errors.js';
 import { storableUpstreamMessage } from '../observability/logger.js';
@@ -44,6 +44,9 @@ function limitStep(limit: number): number {
   return LIMIT_STEPS.find((step) => step >= limit) ?? limit;
 }
 
+/** deliveryPage's texts by their shape (`textOfShape`). */
+const PAGE_TEXTS = new Map<string, string>();
+
 /** `status=failed`: not succeeded, and attempted at least once or closed (those waiting for a retry included). */
 const FAILED = '(not d.succeeded and (d.attempts > 0 or d.closed_reason is not null))';
 
@@ -61,9 +64,14 @@ interface ListOptions {
  */
 async function deliveryPage(tx: Tx, q: { found: string; where: string[]; order: string; key: string; values: unknown[]; limit: number }): Promise<{ found: boolean; page: Page<JsonText> }> {
   const values = [...q.values, q.limit];
-  const rows = `select d.* from hub.deliveries d ${q.where.length ? `where ${q.where.join(' and ')}` : ''} order by ${q.order} limit ${limitStep(q.limit) + 1}`;
-  const page = jsonPageSql({ rows, order: q.order, limit: `$${values.length}::integer`, record: RECORD_COLUMNS, alias: 'd', key: q.key });
-  const { rows: answer } = await tx.query<{ found: boolean; body: string; next: string[] | null }>(`select ${q.found} as found, p.body, p.next from (${page}) p`, values, PREPARED);
+  const filters = q.where.join(' and ');
+  const step = limitStep(q.limit);
+  const text = textOfShape(PAGE_TEXTS, `${q.found}\n${filters}\n${q.order}\n${q.key}\n${step}\n${values.length}`, () => {
+    const rows = `select d.* from hub.deliveries d ${filters ? `where ${filters}` : ''} order by ${q.order} limit ${step + 1}`;
+    const page = jsonPageSql({ rows, order: q.order, limit: `$${values.length}::integer`, record: RECORD_COLUMNS, alias: 'd', key: q.key });
+    return `select ${q.found} as found, p.body, p.next from (${page}) p`;
+  });
+  const { rows: answer } = await tx.query<{ found: boolean; body: string; next: string[] | null }>(text, values, PREPARED);
   const row = answer[0]!;
   return { found: row.found, page: { items: new JsonText(row.body), ...(row.next ? { next: row.next } : {}) } };
 }

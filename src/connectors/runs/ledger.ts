@@ -1,7 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { JsonText } from '../../db/json-text.js';
 import { isoTimestampSql } from '../../db/timestamps.js';
-import { jsonPageSql, keyInstantSql, type Page, type PageRequest } from '../../db/keyset.js';
+import { jsonPageSql, keyInstantSql, type Page, type PageRequest, textOfShape } from '../../db/keyset.js';
 import { ConflictError, NotFoundError } from '../../errors.js';
 import { isUuid } from '../../validation/uuid.js';
 
@@ -194,6 +194,9 @@ export interface RunFilter {
  * With `connector`, only the runs recorded under that name or connector id (none for a name no run
  * has). Each record is made from its row beside the row's own start and id.
  */
+/** listRunsJson's texts by their filters (`textOfShape`). */
+const RUN_PAGE_TEXTS = new Map<string, string>();
+
 export async function listRunsJson(tx: Tx, page: PageRequest, filter: RunFilter = {}): Promise<Page<JsonText>> {
   const where: string[] = [];
   const values: unknown[] = [page.limit];
@@ -214,18 +217,18 @@ export async function listRunsJson(tx: Tx, page: PageRequest, filter: RunFilter 
     where.push(`started_at <= ${at} and (started_at < ${at} or id > ${id})`);
   }
   // A named statement per shape (filtered or not, first page or not), each with a plan of its own.
-  const { rows } = await tx.query<{ body: string; next: string[] | null }>(
+  const filters = where.join(' and ');
+  const text = textOfShape(RUN_PAGE_TEXTS, filters, () =>
     jsonPageSql({
-      rows: `select run.*, added.* from connectors.runs run ${addedCounts('run')} ${where.length ? `where ${where.join(' and ')}` : ''} order by started_at desc, id limit $1::integer + 1`,
+      rows: `select run.*, added.* from connectors.runs run ${addedCounts('run')} ${filters ? `where ${filters}` : ''} order by started_at desc, id limit $1::integer + 1`,
       order: 'started_at desc, id',
       limit: '$1::integer',
       record: columns('run'),
       alias: 'run',
       key: `array[${keyInstantSql('started_at')}, id::text]`,
     }),
-    values,
-    { prepare: true },
   );
+  const { rows } = await tx.query<{ body: string; next: string[] | null }>(text, values, { prepare: true });
   return { items: new JsonText(rows[0]!.body), ...(rows[0]!.next ? { next: rows[0]!.next } : {}) };
 }
 
