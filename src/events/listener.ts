@@ -1,4 +1,3 @@
-import type { Socket } from 'node:net';
 import type pg from 'pg';
 import { endClient, ownClient, startInterrupt } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
@@ -40,14 +39,6 @@ export class OutboxListener {
   /** Connected and listening. */
   listening(): boolean {
     return this.client !== undefined;
-  }
-
-  /**
-   * A connect is under way and its connection reached the server (its socket is open): it waits
-   * for the server's answer. What a stop cuts.
-   */
-  connectReachedServer(): boolean {
-    return (this.connecting?.connection.stream as Socket | undefined)?.readyState === 'open';
   }
 
   async start(): Promise<void> {
