@@ -43,7 +43,7 @@ import { anyProcessWatches } from '../src/processes/store.js';
 import { createWorkflowServices } from '../src/workflows/services.js';
 import { emailRuleSubscriber, NO_ENABLED_RULES } from '../src/email/rules.js';
 import { Subscribers } from '../src/events/subscribers.js';
-import { OutboxListener } from '../src/events/listener.js';
+import { LISTENER_CONNECT_TIMEOUT_MS, OutboxListener } from '../src/events/listener.js';
 import { EventWriter } from '../src/events/outbox.js';
 import { LiveStream } from '../src/events/stream.js';
 import { HookRunner } from '../src/platform/hooks/runner.js';
@@ -319,7 +319,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
   clocks.start();
   acquired(() => clocks.stop());
 
-  const listener = new OutboxListener(database.workerUrl);
+  const listener = new OutboxListener(database.workerUrl, LISTENER_CONNECT_TIMEOUT_MS, config.duration('svc.datasource.close-timeout'));
   await starting("the outbox listener's start", listener.start());
   acquired(() => listener.stop());
   goOn();

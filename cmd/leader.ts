@@ -1,7 +1,7 @@
 import { defaultIdentity, LeaseElector } from '../kube/lease.js';
 import type { KubeTarget } from '../kube/kube-config.js';
 import { type Config, ConfigError } from '../src/config/config.js';
-import { AdvisoryLockElector, type LeaderElector } from '../src/dispatch/leader.js';
+import { AdvisoryLockElector, ELECTOR_TIMEOUT_MS, type LeaderElector } from '../src/dispatch/leader.js';
 
 /**
  * The leader elector a role runs on (`svc.leader.backend`): a `coordination.k8s.io/v1` Lease in
@@ -68,7 +68,7 @@ export function leaderElector(config: Config, workerUrl: string, opts: LeaderEle
   const timing = leaderTiming(config, !postgres);
   const name = opts.leaseName ?? config.string('svc.leader.lease-name');
   if (postgres) {
-    return new AdvisoryLockElector(workerUrl, opts.leaseName ? `svc-hub:${opts.leaseName}` : 'svc-hub:dispatch');
+    return new AdvisoryLockElector(workerUrl, opts.leaseName ? `svc-hub:${opts.leaseName}` : 'svc-hub:dispatch', ELECTOR_TIMEOUT_MS, config.duration('svc.datasource.close-timeout'));
   }
   if (name.length > 253 || !LEASE_NAME.test(name)) {
     throw new ConfigError('svc.leader.lease-name', `svc.leader.lease-name: '${name}' is not a valid Lease name (lower-case letters, digits, '-' and '.', at most 253 characters)`);

@@ -83,7 +83,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     maxPages: config.int('svc.connectors.max-pages'),
   });
   const reader = new EnginePageReader(readContext);
-  const ext = new ExtSchema(deps.ownerUrl, deps.roles);
+  const ext = new ExtSchema(deps.ownerUrl, deps.roles, config.duration('svc.datasource.close-timeout'));
   const runner = new ConnectorRunner({
     db: deps.db,
     events: deps.events,

@@ -115,6 +115,8 @@ interface DatabaseOptions {
    * before it fails as the database being unavailable; unset: as long as it takes.
    */
   connectTimeoutMs?: number;
+  /** How long its close waits for each pool's connections before cutting them (`svc.datasource.close-timeout`); unset: 5 s. */
+  closeTimeoutMs?: number;
   /** The role the analytic chat's SQL runs as (`svc.datasource.analytic-role`); unset: `svc_analytic`. */
   analyticRole?: string;
 }
@@ -133,9 +135,11 @@ export class Database {
   private readonly held: SlotPool;
   /** The role the analytic chat's SQL takes with `SET LOCAL ROLE` (src/retrieval/analytic/run.ts). */
   readonly analyticRole: string;
+  private readonly closeTimeoutMs: number | undefined;
 
   constructor(options: DatabaseOptions) {
     this.analyticRole = options.analyticRole ?? DEFAULT_ANALYTIC_ROLE;
+    this.closeTimeoutMs = options.closeTimeoutMs;
     // No connection within the timeout: pg-pool's "timeout exceeded when trying to connect", which
     // `isDatabaseUnavailable` reads as unavailable (a 503). Nothing of the unit was sent yet, so
     // giving up leaves no outcome unknown: a hung database, or a pool whose connections all wait
@@ -291,7 +295,7 @@ export class Database {
   }
 
   async close(): Promise<void> {
-    await Promise.allSettled([endPool(this.app), endPool(this.worker)]);
+    await Promise.allSettled([endPool(this.app, this.closeTimeoutMs), endPool(this.worker, this.closeTimeoutMs)]);
   }
 
   /**

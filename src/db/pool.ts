@@ -161,7 +161,10 @@ const connections = new WeakMap<pg.Pool, { name: string; open: Set<pg.Client> }>
  * the connections still open are destroyed (their statements fail, their transactions are rolled
  * back by the server once it notices), so the stop goes on.
  */
-export async function endPool(pool: pg.Pool, waitMs = 5_000): Promise<void> {
+/** How long a close waits for a connection to end before cutting it, unless told (`svc.datasource.close-timeout`'s default). */
+export const CLOSE_WAIT_MS = 5_000;
+
+export async function endPool(pool: pg.Pool, waitMs = CLOSE_WAIT_MS): Promise<void> {
   const tracked = connections.get(pool);
   const open = tracked?.open ?? new Set<pg.Client>();
   const closed = [...open].map((client) => new Promise<void>((resolve) => client.once('end', () => resolve())));
@@ -177,7 +180,7 @@ export async function endPool(pool: pg.Pool, waitMs = 5_000): Promise<void> {
  * then destroys its socket. `end()` alone waits for the server to close its side, for ever when the
  * server does not answer (frozen, or its path gone silent).
  */
-export async function endClient(client: pg.Client, waitMs = 5_000): Promise<void> {
+export async function endClient(client: pg.Client, waitMs = CLOSE_WAIT_MS): Promise<void> {
   if (await settlesWithin(client.end(), waitMs)) return;
   logger().warn(`a database connection still open ${waitMs} ms after it was closed (the database does not answer): cut`);
   client.connection.stream.destroy();

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { Cadence, ClockRunner } from '../clock/clock.js';
-import { endClient, ownClient, startInterrupt } from '../db/pool.js';
+import { CLOSE_WAIT_MS, endClient, ownClient, startInterrupt } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -34,6 +34,9 @@ export interface LeaderElector {
   stopping?(): void;
 }
 
+/** The bound on the advisory lock's connect and statements: no answer within it counts as lost. */
+export const ELECTOR_TIMEOUT_MS = 5_000;
+
 /**
  * A session-level advisory lock held on a dedicated connection: the lock lives exactly as long as
  * that session, so a process that dies (or whose connection dies) gives it up as soon as the server
@@ -49,7 +52,9 @@ export class AdvisoryLockElector implements LeaderElector {
   constructor(
     private readonly url: string,
     private readonly key = 'svc-hub:dispatch',
-    private readonly timeoutMs = 5_000,
+    private readonly timeoutMs = ELECTOR_TIMEOUT_MS,
+    /** How long closing its connection waits before cutting it (`svc.datasource.close-timeout`). */
+    private readonly closeTimeoutMs = CLOSE_WAIT_MS,
   ) {
     this.description = `postgres advisory lock ${key}`;
   }
@@ -97,9 +102,9 @@ export class AdvisoryLockElector implements LeaderElector {
     this.leader = false;
     if (!client) return;
     if (wasLeader) await client.query('select pg_advisory_unlock(hashtext($1))', [this.key]).catch(() => undefined);
-    // Bounded (endClient: its socket cut after 5 s): a plain end() waits for the server to close its
+    // Bounded (endClient: its socket cut after closeTimeoutMs): a plain end() waits for the server to close its
     // side, for ever on a database that does not answer, and the hub's stop with it.
-    await endClient(client).catch(() => undefined);
+    await endClient(client, this.closeTimeoutMs).catch(() => undefined);
   }
 
   private async connection(): Promise<pg.Client> {

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import { endClient, ownClient, startInterrupt } from '../db/pool.js';
+import { CLOSE_WAIT_MS, endClient, ownClient, startInterrupt } from '../db/pool.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 
@@ -29,6 +29,8 @@ export class OutboxListener {
   constructor(
     private readonly url: string,
     private readonly connectTimeoutMs = LISTENER_CONNECT_TIMEOUT_MS,
+    /** How long closing its connection waits before cutting it (`svc.datasource.close-timeout`). */
+    private readonly closeTimeoutMs = CLOSE_WAIT_MS,
   ) {}
 
   onEvent(wake: () => void): () => void {
@@ -70,7 +72,7 @@ export class OutboxListener {
       await client.query('listen svc_outbox');
       if (this.stopped) {
         // Stopped while connecting: this connection is not kept.
-        await endClient(client);
+        await endClient(client, this.closeTimeoutMs);
         return;
       }
       this.client = client;
@@ -80,7 +82,7 @@ export class OutboxListener {
       // Cut by a signal during the start (src/db/pool.ts): the start ends, saying so itself, and stops this listener.
       if (startInterrupt()?.aborted) logger().debug({ err: loggableMessage(err) }, "outbox listener's connect cut by the start's interruption");
       else logger().warn({ err: loggableMessage(err) }, `outbox listener could not connect; retrying in ${this.backoff} ms`);
-      void endClient(client).catch(() => undefined);
+      void endClient(client, this.closeTimeoutMs).catch(() => undefined);
       this.reconnectLater();
     } finally {
       if (this.connecting === client) this.connecting = undefined;
@@ -90,7 +92,7 @@ export class OutboxListener {
   private reconnectLater(): void {
     const old = this.client;
     this.client = undefined;
-    if (old) void endClient(old).catch(() => undefined);
+    if (old) void endClient(old, this.closeTimeoutMs).catch(() => undefined);
     if (this.stopped || this.retry) return;
     const wait = this.backoff;
     this.backoff = Math.min(this.backoff * 2, RECONNECT_MAX_MS);
@@ -111,6 +113,6 @@ export class OutboxListener {
     const client = this.client;
     this.client = undefined;
     // Bounded: a database that does not answer would hold the hub's stop for ever.
-    if (client) await endClient(client);
+    if (client) await endClient(client, this.closeTimeoutMs);
   }
 }

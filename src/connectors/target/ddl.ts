@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { endPool, resilientPool } from '../../db/pool.js';
+import { CLOSE_WAIT_MS, endPool, resilientPool } from '../../db/pool.js';
 import { grantAnalyticExt, type RoleNames } from '../../db/roles.js';
 import type { Promote, PromoteType } from '../types.js';
 
@@ -108,6 +108,8 @@ export class ExtSchema {
   constructor(
     ownerUrl: string,
     private readonly roles: RoleNames,
+    /** How long its close waits for its connections before cutting them (`svc.datasource.close-timeout`). */
+    private readonly closeTimeoutMs = CLOSE_WAIT_MS,
   ) {
     this.pool = resilientPool({ connectionString: ownerUrl, max: 2, application_name: 'svc-hub ddl' });
   }
@@ -178,7 +180,7 @@ export class ExtSchema {
   }
 
   async close(): Promise<void> {
-    await endPool(this.pool);
+    await endPool(this.pool, this.closeTimeoutMs);
   }
 
   /** Column name -> type of a table, or undefined when it does not exist. */
