@@ -116,6 +116,30 @@ function processGroup(pgid: number): number[] {
     .map(Number);
 }
 
+/** The client ports of the hub's application pool's connections to the server of `serverUrl` (pg_stat_activity). */
+async function appConnections(serverUrl: string): Promise<number[]> {
+  const owner = new pg.Client({ connectionString: serverUrl });
+  await owner.connect();
+  try {
+    const { rows } = await owner.query<{ port: number }>("select client_port as port from pg_stat_activity where application_name = 'svc-hub'");
+    return rows.map((r) => r.port);
+  } finally {
+    await owner.end();
+  }
+}
+
+/**
+ * The peer ports of this host's established TCP connections to `port` on whose side of `port` bytes
+ * wait unread (their Recv-Q, from Linux's `ss`): what was sent to a process that does not read.
+ */
+function unreadBy(port: number): number[] {
+  return execFileSync('ss', ['-tnH', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' })
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([unread, , , peer]) => Number(unread) > 0 && peer !== undefined)
+    .map(([, , , peer]) => Number(peer!.slice(peer!.lastIndexOf(':') + 1)));
+}
+
 /** The exit code; when it is not 0, the process's output goes with the failure (what it said is the diagnosis). */
 async function exitCodeShowingOutput(started: ReturnType<typeof start>): Promise<number> {
   const code = await started.exited;
@@ -696,23 +720,30 @@ describe('svc-hub executable', () => {
     try {
       const port = await freePort();
       const url = `http://127.0.0.1:${port}`;
-      const hub = start(['serve'], { DATABASE_URL: server.url, PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none' });
+      // Over TCP (not the server's Unix socket): the kernel shows each connection's queues by port.
+      const tcp = new URL(server.url);
+      tcp.searchParams.delete('host');
+      // The closes' wait on each connection (5 s by default) and the requests' grace short: what is cut after them is what is checked.
+      const hub = start(['serve'], { DATABASE_URL: tcp.toString(), PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none', SVC_DATASOURCE_CLOSE_TIMEOUT: '500ms', SVC_HTTP_SHUTDOWN_GRACE: '1s' });
       await waitReady(url);
       expect((await fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(200);
+      // The application pool's connections (the requests'), idle once that request has ended.
+      const app = await appConnections(server.url);
       frozen.push(...freeze(server.clusterDir));
       // A request that has its connection and waits on the frozen database through the stop.
       const waiting = fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } }).then(
         (res) => res.status,
         (err: Error) => err.name,
       );
-      // Left as a sleep: nothing outside the hub's process shows the request waiting on the frozen
-      // database (which cannot be asked). Too short, the request only comes during the stop, which must end all the same.
-      await new Promise((resolve) => setTimeout(resolve, 500));
+      // The frozen server cannot be asked; its host's kernel shows what waits unread on its side of a connection.
+      await until('the request to wait on the frozen database', () => unreadBy(server.port).some((peer) => app.includes(peer)), { everyMs: 10, detail: hub.output });
       hub.child.kill('SIGTERM');
       // Was: still running, for ever (the outbox listener's and the pools' ends wait for a server that does not answer).
       const exit = await exitWithin(hub, 60_000);
       expect(exit).toBe(0);
-      expect(hub.output()).toContain('database connections still open 5000 ms after the pool was closed');
+      // The pools' and the outbox listener's own connection, each cut after the configured wait.
+      expect(hub.output()).toContain('database connections still open 500 ms after the pool was closed');
+      expect(hub.output()).toContain('a database connection still open 500 ms after it was closed');
       await waiting;
     } finally {
       for (const pid of frozen) process.kill(pid, 'SIGCONT');
