@@ -1000,19 +1000,18 @@ describe('svc-hub run, secrets and outbox stopped while their database is frozen
   }, 180_000);
 
   it("serve whose start waits on the pools (the stored secrets' check on a locked table), then the database frozen: interrupted at once, exit 0", async () => {
-    const { exit, ms, output } = await stoppedFrozen(['serve'], 'lock table platform.secrets in access exclusive mode', {
+    const { exit, output } = await stoppedFrozen(['serve'], 'lock table platform.secrets in access exclusive mode', {
       PORT: String(await freePort()),
       SVC_EMBEDDING_PROVIDER: 'none',
       SVC_MIGRATE_ON_START: 'false',
     });
     // Was: given up at the stop's limit (16 s), naming the stored secrets' check, exit 1.
     expect({ exit, output }).toMatchObject({ exit: 0 });
-    // Well within the limit (16 s), and within the pools' own bound on their close (5 s, pool.ts
-    // endPool): the pools' connections are cut, and the release waits on none of them.
-    expect(ms).toBeLessThan(4_000);
     expect(output).toContain('SIGTERM: interrupting the start');
     expect(output).toContain('the start was interrupted by the stop; what it had acquired is released');
     expect(output).not.toContain('the stop did not end within');
+    // The pools' connections are cut by the interruption: the release waits on none of them (one it
+    // waited on would be cut after svc.datasource.close-timeout, saying `still open`).
     expect(output).not.toContain('still open');
   }, 120_000);
 
