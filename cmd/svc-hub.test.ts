@@ -13,6 +13,7 @@ import { packageRoot, packageVersion } from '../src/package-root.js';
 import { createTestDatabase } from '../test/harness/database.js';
 import { freeze } from '../test/harness/freeze.js';
 import { captureLogs } from '../test/harness/log-capture.js';
+import { ssProblem } from '../test/harness/keepalive.js';
 import { describeRequiring } from '../test/harness/requires.js';
 import { startTmux, tmuxProblem } from '../test/harness/tmux.js';
 import { until } from '../test/harness/until.js';
@@ -714,43 +715,6 @@ describe('svc-hub executable', () => {
     expect(await first.exited).toBe(0);
   }, 120_000);
 
-  it('SIGTERM while its database is frozen (every server process SIGSTOPped): the stop ends, the connections cut, exit 0', async () => {
-    const server = await startEmbedded({ dataDir: join(tempDir(), 'data'), database: 'svc' });
-    const frozen: number[] = [];
-    try {
-      const port = await freePort();
-      const url = `http://127.0.0.1:${port}`;
-      // Over TCP (not the server's Unix socket): the kernel shows each connection's queues by port.
-      const tcp = new URL(server.url);
-      tcp.searchParams.delete('host');
-      // The closes' wait on each connection (5 s by default) and the requests' grace short: what is cut after them is what is checked.
-      const hub = start(['serve'], { DATABASE_URL: tcp.toString(), PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none', SVC_DATASOURCE_CLOSE_TIMEOUT: '500ms', SVC_HTTP_SHUTDOWN_GRACE: '1s' });
-      await waitReady(url);
-      expect((await fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(200);
-      // The application pool's connections (the requests'), idle once that request has ended.
-      const app = await appConnections(server.url);
-      frozen.push(...freeze(server.clusterDir));
-      // A request that has its connection and waits on the frozen database through the stop.
-      const waiting = fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } }).then(
-        (res) => res.status,
-        (err: Error) => err.name,
-      );
-      // The frozen server cannot be asked; its host's kernel shows what waits unread on its side of a connection.
-      await until('the request to wait on the frozen database', () => unreadBy(server.port).some((peer) => app.includes(peer)), { everyMs: 10, detail: hub.output });
-      hub.child.kill('SIGTERM');
-      // Was: still running, for ever (the outbox listener's and the pools' ends wait for a server that does not answer).
-      const exit = await exitWithin(hub, 60_000);
-      expect(exit).toBe(0);
-      // The pools' and the outbox listener's own connection, each cut after the configured wait.
-      expect(hub.output()).toContain('database connections still open 500 ms after the pool was closed');
-      expect(hub.output()).toContain('a database connection still open 500 ms after it was closed');
-      await waiting;
-    } finally {
-      for (const pid of frozen) process.kill(pid, 'SIGCONT');
-      await server.stop();
-    }
-  }, 120_000);
-
   it('SIGTERM while its database is frozen with audit work pending: the stop is given up after its time limit, naming what is pending, exit 1', async () => {
     const server = await startEmbedded({ dataDir: join(tempDir(), 'data'), database: 'svc' });
     const frozen: number[] = [];
@@ -821,6 +785,45 @@ describe('svc-hub executable', () => {
     expect(secrets.map((s) => s.name)).toContain('SURVIVES_KILL');
     again.child.kill('SIGINT');
     expect(await again.exited).toBe(0);
+  }, 120_000);
+});
+
+describeRequiring(ssProblem(), 'ss (iproute2)', 'svc-hub executable, its database frozen (seen through ss)', () => {
+  it('SIGTERM while its database is frozen (every server process SIGSTOPped): the stop ends, the connections cut, exit 0', async () => {
+    const server = await startEmbedded({ dataDir: join(tempDir(), 'data'), database: 'svc' });
+    const frozen: number[] = [];
+    try {
+      const port = await freePort();
+      const url = `http://127.0.0.1:${port}`;
+      // Over TCP (not the server's Unix socket): the kernel shows each connection's queues by port.
+      const tcp = new URL(server.url);
+      tcp.searchParams.delete('host');
+      // The closes' wait on each connection (5 s by default) and the requests' grace short: what is cut after them is what is checked.
+      const hub = start(['serve'], { DATABASE_URL: tcp.toString(), PORT: String(port), SVC_EMBEDDING_PROVIDER: 'none', SVC_DATASOURCE_CLOSE_TIMEOUT: '500ms', SVC_HTTP_SHUTDOWN_GRACE: '1s' });
+      await waitReady(url);
+      expect((await fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } })).status).toBe(200);
+      // The application pool's connections (the requests'), idle once that request has ended.
+      const app = await appConnections(server.url);
+      frozen.push(...freeze(server.clusterDir));
+      // A request that has its connection and waits on the frozen database through the stop.
+      const waiting = fetch(`${url}/api/platform/secrets`, { headers: { 'X-Tenant-ID': '1' } }).then(
+        (res) => res.status,
+        (err: Error) => err.name,
+      );
+      // The frozen server cannot be asked; its host's kernel shows what waits unread on its side of a connection.
+      await until('the request to wait on the frozen database', () => unreadBy(server.port).some((peer) => app.includes(peer)), { everyMs: 10, detail: hub.output });
+      hub.child.kill('SIGTERM');
+      // Was: still running, for ever (the outbox listener's and the pools' ends wait for a server that does not answer).
+      const exit = await exitWithin(hub, 60_000);
+      expect(exit).toBe(0);
+      // The pools' and the outbox listener's own connection, each cut after the configured wait.
+      expect(hub.output()).toContain('database connections still open 500 ms after the pool was closed');
+      expect(hub.output()).toContain('a database connection still open 500 ms after it was closed');
+      await waiting;
+    } finally {
+      for (const pid of frozen) process.kill(pid, 'SIGCONT');
+      await server.stop();
+    }
   }, 120_000);
 });
 
