@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { TEST_ROLES } from '../../test/harness/database.js';
-import { Database, type TenantTxOptions } from '../db/database.js';
+import { Database, type TenantTxOptions, type Tx } from '../db/database.js';
+import { pendingIndexer } from '../retrieval/indexer.js';
 import { roleUrl } from '../db/roles.js';
 import { noIndexer } from './indexer.js';
 import { ConnectorRunner, type PageReader } from './runner.js';
@@ -131,5 +132,71 @@ describe("a run's chunks commit asynchronously, its end synchronously", () => {
     const again = await runnerOn(hub.services.db).trigger(1, connector, { triggeredBy: 'manual', reader: pages(4) });
     expect((await again.done)[0]).toMatchObject({ status: 'Completed', chunkCount: 4 });
     expect(await watermark()).toBe('40');
+  });
+});
+
+/** The hub's database, the calls each chunk transaction (asynchronous commit) made on its Tx recorded: each is one message at least. */
+function counting(calls: string[][]): Database {
+  const db = hub.services.db;
+  return Object.assign(Object.create(db) as Database, {
+    withTenant: ((tenantId, fn, options) => {
+      if (!options?.asyncCommit) return db.withTenant(tenantId, fn, options);
+      const made: string[] = [];
+      calls.push(made);
+      return db.withTenant(
+        tenantId,
+        (tx) =>
+          fn({
+            tenantId: tx.tenantId,
+            query: (text, values, o) => {
+              made.push('query');
+              return tx.query(text, values, o);
+            },
+            queryAfter: (before, text, values, o) => {
+              made.push(`queryAfter(${before.length + 1})`);
+              return tx.queryAfter!(before, text, values, o);
+            },
+            copyFrom: (sql, rows) => {
+              made.push('copyFrom');
+              return tx.copyFrom!(sql, rows);
+            },
+          } as Tx),
+        options,
+      );
+    }) as Database['withTenant'],
+  });
+}
+
+/**
+ * A chunk's transaction sends as few messages as it can: the staging table readied with the
+ * transaction's opening, the COPY, then the rows' statement with the chunk's retrieval hand-off entry
+ * and its counts row in one message (Tx.queryAfter), where each of those three was a round trip of
+ * its own. What the chunk writes is as before: its rows, one pending entry with their hashes, its counts.
+ */
+describe("a chunk's statements", () => {
+  it('go in three messages: the staging table with the opening, the COPY, the rows with the hand-off entry and the counts', async () => {
+    const calls: string[][] = [];
+    // Chunks of 100 rows (the staged COPY's, the writer's STAGE_FROM_ROWS), keys no other test of this file writes.
+    const runner = new ConnectorRunner({ db: counting(calls), events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0), indexer: pendingIndexer, chunkSize: 100, subscribers: hub.services.subscribers });
+    const reader: PageReader = {
+      async *read() {
+        for (let n = 0; n < 3; n++) yield { number: n + 1, items: Array.from({ length: 100 }, (_, i) => ({ id: 1_000_000 + n * 100 + i })) };
+      },
+    };
+    const [run] = await (await runner.trigger(1, connector, { triggeredBy: 'manual', reader })).done;
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 300, recordsOut: 300, chunkCount: 3, deadLetterCount: 0 });
+    expect(calls).toEqual([0, 1, 2].map(() => ['query', 'copyFrom', 'queryAfter(3)']));
+    // What they wrote: every row, one pending entry per chunk holding its rows' hashes, the counts folded into the run.
+    const stored = await owner.query<{ n: number }>('select count(*)::int as n from ext_t1.async_chunks where external_id::bigint >= 1000000');
+    expect(stored.rows[0]!.n).toBe(300);
+    const pending = await owner.query<{ entries: number; hashes: number; matching: number }>(
+      `select count(distinct p.id)::int as entries, count(*)::int as hashes, count(t.row_hash)::int as matching
+         from retrieval.pending p cross join unnest(p.row_hashes) h left join ext_t1.async_chunks t on t.row_hash = h
+        where p.connector_id = $1`,
+      [connector.id],
+    );
+    expect(pending.rows[0]).toEqual({ entries: 3, hashes: 300, matching: 300 });
+    const counts = await owner.query<{ n: number }>('select count(*)::int as n from connectors.run_chunk_counts where run_id = $1', [run!.id]);
+    expect(counts.rows[0]!.n).toBe(0);
   });
 });

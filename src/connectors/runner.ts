@@ -11,7 +11,7 @@ import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, cancelRequested, createRun, finishRun, heartbeat, holdRunning, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
+import { addChunk, cancelRequested, type ChunkAnswer, chunkAdded, chunkStatement, createRun, finishRun, heartbeat, holdRunning, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, publicTableMessage, tenantTableText } from './target/ddl.js';
 import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
@@ -19,7 +19,7 @@ import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
 import { externalIdOf, type PreparedRow, prepareRow, unstorableRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
-import { inKeyOrder, isKeyConflict, upsertChanged, upsertChunk, type WriteOptions } from './target/writer.js';
+import { inKeyOrder, isKeyConflict, upsertChanged, upsertChunk, upsertChunkThen, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
 import { describeRefusal, isUniqueViolation, refusedValueCode } from '../validation/database-refusals.js';
 import { EngineError, StalePositionError } from './engine/errors.js';
@@ -754,6 +754,20 @@ export class ConnectorRunner {
       else storable.push(row);
     }
     const changes = emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'));
+    const handOff = this.o.indexer.rowsWrittenStatement;
+    if (!changes && !how.rowByRow && storable.length > 0 && handOff) {
+      // The common chunk (one statement for its rows, no change to tell): its hand-off entry and its
+      // counts row go in the same message as its rows' statement (one round trip for the three).
+      // Every storable row is written (a refusal fails the statement, and the chunk is written again
+      // row by row), so its counts are known before.
+      const entry = handOff({ ...ids, connectorName: connector.name, table: endpoint.target.table, scopes: connector.scopes, rows: storable });
+      const counts = chunkStatement(run.id, { in: items.length, out: storable.length, skipped: losses.length, deadLetters: losses.length });
+      const { last } = await upsertChunkThen<ChunkAnswer>(tx, endpoint.target, storable, ids, { expectNew: how.expectNew, unpromoted: how.unpromoted }, entry ? [entry, counts] : [counts]);
+      const { cancelRequested } = chunkAdded(run.id, last.rows);
+      await insertDeadLetters(tx, { runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
+      this.countDeadLetters(losses);
+      return { cancelRequested, deadLetters: losses.length };
+    }
     const stored = await this.store(tx, endpoint, storable, ids, changes, how);
     for (const { row, message } of stored.refused) losses.push(unstorable(endpoint, row, message));
     // Inside the ingestion transaction: the events exist exactly when the rows do. One statement for
@@ -764,10 +778,15 @@ export class ConnectorRunner {
       stored.changed.map((change) => ({ entity: endpoint.target.table, entity_key: change.externalId, op: change.op, run_id: run.id })),
     );
     await insertDeadLetters(tx, { runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
-    for (const reason of new Set(losses.map((l) => l.skipReason))) deadLettersTotal().inc({ reason }, losses.filter((l) => l.skipReason === reason).length);
+    this.countDeadLetters(losses);
     await this.o.indexer.rowsWritten(tx, { ...ids, connectorName: connector.name, table: endpoint.target.table, scopes: connector.scopes, rows: stored.rows });
     const { cancelRequested } = await addChunk(tx, run.id, { in: items.length, out: stored.written, skipped: losses.length, deadLetters: losses.length });
     return { cancelRequested, deadLetters: losses.length };
+  }
+
+  /** The dead letters of a chunk's transaction, in the metrics (by reason). */
+  private countDeadLetters(losses: readonly DeadLetterInput[]): void {
+    for (const reason of new Set(losses.map((l) => l.skipReason))) deadLettersTotal().inc({ reason }, losses.filter((l) => l.skipReason === reason).length);
   }
 
   /**

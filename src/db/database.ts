@@ -50,10 +50,41 @@ export interface QueryOptions {
   types?: pg.CustomTypesConfig;
 }
 
+/** A statement to send (Tx.queryAfter): its text, its parameters' values, and whether it is a named statement (QueryOptions.prepare). */
+export interface Statement {
+  text: string;
+  values?: unknown[];
+  prepare?: boolean;
+}
+
+/**
+ * `before` and then `text` in one message where the transaction can (Tx.queryAfter), one after the
+ * other where it cannot (test doubles); either way `text`'s result.
+ */
+export async function queryAfter<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  tx: Tx,
+  before: readonly Statement[],
+  text: string,
+  values?: unknown[],
+  options?: QueryOptions,
+): Promise<pg.QueryResult<R>> {
+  if (tx.queryAfter) return tx.queryAfter<R>(before, text, values, options);
+  for (const statement of before) await tx.query(statement.text, statement.values, { prepare: statement.prepare });
+  return tx.query<R>(text, values, options);
+}
+
 /** What a unit of work may do with its transaction. */
 export interface Tx {
   /** One statement in the transaction; test doubles may ignore `options` (`prepare` changes how, not what; `types` how values are read). */
   query<R extends pg.QueryResultRow = pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
+  /**
+   * `before`, then the statement `text`, sent in one message (one round trip for all of them, where
+   * each statement alone costs one): run in order, as if sent one after the other; answers `text`'s
+   * result (those of `before` are dropped). An error in any of them fails the call, and the
+   * statements after it are not run (the transaction is then aborted, as after any failed
+   * statement). Absent on test doubles: `queryAfter` (below) sends them one after the other there.
+   */
+  queryAfter?<R extends pg.QueryResultRow = pg.QueryResultRow>(before: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
   /**
    * `COPY … FROM STDIN` on the transaction's own connection: `rows` is the text-format data (lines
    * already escaped), whole or in pieces; each piece is taken from `rows` only once the one before it
@@ -313,20 +344,29 @@ export class Database {
       opened ??= client.query(opening.join(';\n'));
       return opened;
     };
+    /** `text` after `before` (none: alone), in one message; the transaction's opening first when not sent yet. */
+    const send = <R extends pg.QueryResultRow>(before: readonly Opening[], text: string, values?: unknown[], options?: QueryOptions) => {
+      const name = nameFor(client, text, options);
+      if (opened) return traced<R>(client, text, values, before.length > 0 ? before : undefined, name, options?.types);
+      const first = traced<R>(client, text, values, [...opening, ...before], name, options?.types);
+      // The first statement's own failure is the caller's to handle (as any statement's); what
+      // matters from here on is only that the transaction was opened.
+      opened = first.then(
+        () => undefined,
+        () => undefined,
+      );
+      return first;
+    };
     const tx: Tx = {
       tenantId,
-      query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) => {
-        const name = nameFor(client, text, options);
-        if (opened) return traced<R>(client, text, values, undefined, name, options?.types);
-        const first = traced<R>(client, text, values, opening, name, options?.types);
-        // The first statement's own failure is the caller's to handle (as any statement's); what
-        // matters from here on is only that the transaction was opened.
-        opened = first.then(
-          () => undefined,
-          () => undefined,
-        );
-        return first;
-      },
+      query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) => send<R>([], text, values, options),
+      queryAfter: <R extends pg.QueryResultRow>(before: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions) =>
+        send<R>(
+          before.map((s) => ({ text: s.text, values: s.values ?? [], name: nameFor(client, s.text, s) })),
+          text,
+          values,
+          options,
+        ),
       copyFrom: async (sql, rows) => {
         await openAlone();
         return copyInto(client, sql, rows);

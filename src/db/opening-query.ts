@@ -1,4 +1,5 @@
 import pg from 'pg';
+import pgUtils from 'pg/lib/utils.js';
 
 /**
  * The first statement of a transaction, sent in one message together with the statements that open
@@ -17,7 +18,9 @@ import pg from 'pg';
  * the opening statements' results are dropped.
  *
  * `opening` holds fixed SQL without parameters; the caller inlines only checked values (an integer
- * tenant id). An opening statement may also carry a `prepared` form, the same statement with its
+ * tenant id). An opening statement may instead carry its `values` (its text then has parameters, and
+ * the message goes through the extended protocol: `Tx.queryAfter`, statements sent ahead of a
+ * transaction's statement in its message). An opening statement may also carry a `prepared` form, the same statement with its
  * values as parameters: through the extended protocol it is then a named statement, parsed and
  * planned once per connection and afterwards only bound with its values (the inline text is parsed
  * and planned on every use, a noticeable part of a short read's cost on the server).
@@ -34,9 +37,18 @@ export interface PreparedOpening {
   values: unknown[];
 }
 
-export type Opening = string | { text: string; prepared: PreparedOpening };
+export type Opening = string | { text: string; prepared: PreparedOpening } | StatementOpening;
+
+/** An opening with parameters of its own, as a named statement of the connection's when `name` is given (`nameFor`). */
+export interface StatementOpening {
+  text: string;
+  values: unknown[];
+  name?: string;
+}
 
 const inline = (opening: Opening) => (typeof opening === 'string' ? opening : opening.text);
+/** An opening with parameters of its own (sent only through the extended protocol). */
+const withValues = (opening: Opening): opening is StatementOpening => typeof opening !== 'string' && 'values' in opening;
 // node-postgres's Query is a Submittable whose protocol hooks (`prepare`, `handleReadyForQuery`) and
 // result fields (`_results`) are not in its type declarations: reached through this loose view.
 interface QueryInternals {
@@ -68,8 +80,12 @@ class OpeningQuery extends Query {
   ) {
     // A statement with parameters or a name goes through the extended protocol; one with neither, as
     // one joined text of the simple protocol.
-    const extended = (values !== undefined && values.length > 0) || name !== undefined;
-    super({ text: extended ? text : [...opening.map(inline), text].join(';\n'), values: extended ? (values ?? []) : undefined, name, types }, callback);
+    const extended = (values !== undefined && values.length > 0) || name !== undefined || opening.some(withValues);
+    // (`queryMode`: a statement without parameters of its own is prepared too when its openings have some.)
+    super(
+      { text: extended ? text : [...opening.map(inline), text].join(';\n'), values: extended ? (values ?? []) : undefined, name, types, ...(extended ? { queryMode: 'extended' as const } : {}) },
+      callback,
+    );
   }
 
   override prepare(connection: pg.Connection): void {
@@ -77,15 +93,22 @@ class OpeningQuery extends Query {
     const wire = connection as unknown as {
       close(m: { type: 'S'; name: string }): void;
       parse(q: { text: string; name: string; types: unknown[] }): void;
-      bind(c: { portal: string; statement: string; values: unknown[] }): void;
+      bind(c: { portal: string; statement: string; values: unknown[]; valueMapper?: (value: unknown) => unknown }): void;
       describe(m: { type: 'P'; name: string }): void;
       execute(c: { portal: string; rows: number }): void;
     };
     const parsed = parsedOn(connection);
     this.extendedProtocol = true;
     for (const opening of this.opening) {
-      const prepared = typeof opening === 'string' ? undefined : opening.prepared;
-      if (prepared) {
+      const prepared = typeof opening === 'string' || withValues(opening) ? undefined : opening.prepared;
+      if (withValues(opening)) {
+        const name = opening.name ?? '';
+        if (!name || parsed[name] !== opening.text) {
+          if (name) wire.close({ type: 'S', name });
+          wire.parse({ text: opening.text, name, types: [] });
+        }
+        wire.bind({ portal: '', statement: name, values: opening.values, valueMapper: pgUtils.prepareValue });
+      } else if (prepared) {
         if (parsed[prepared.name] !== prepared.text) {
           wire.close({ type: 'S', name: prepared.name });
           wire.parse({ text: prepared.text, name: prepared.name, types: [] });
@@ -113,7 +136,13 @@ class OpeningQuery extends Query {
 
   override handleReadyForQuery(connection: pg.Connection): void {
     // Reached only when the message succeeded: the prepared openings it sent are on the connection.
-    if (this.extendedProtocol) for (const opening of this.opening) if (typeof opening !== 'string') parsedOn(connection)[opening.prepared.name] = opening.prepared.text;
+    if (this.extendedProtocol) {
+      for (const opening of this.opening) {
+        if (withValues(opening)) {
+          if (opening.name) parsedOn(connection)[opening.name] = opening.text;
+        } else if (typeof opening !== 'string') parsedOn(connection)[opening.prepared.name] = opening.prepared.text;
+      }
+    }
     // One result per statement: drop the opening statements' (an array of one is the statement's own).
     if (Array.isArray(this._results)) {
       const own = this._results.slice(this.opening.length);

@@ -165,6 +165,54 @@ describe("a transaction's opening travels with its first statement", () => {
   });
 });
 
+describe('statements sent ahead of another in one message (Tx.queryAfter)', () => {
+  it('runs them in order, with their own parameters (arrays among them), named or not, in one round trip with the opening', async () => {
+    const answered = await t.db.withTenant(101, (tx) =>
+      tx.queryAfter!<{ logins: string[] }>(
+        [
+          { text: 'insert into core.users (tenant_id, login) select 101, unnest($1::text[])', values: [['hana', 'ivan']] },
+          { text: 'update core.users set login = login || $1 where login = any($2::text[])', values: ['!', ['ivan']], prepare: true },
+        ],
+        'select array_agg(login order by login) as logins from core.users where login like $1',
+        ['%a%'],
+      ),
+    );
+    // The second statement saw the first's row; the last saw both; only its result is answered.
+    expect(answered.rows).toEqual([{ logins: ['ann', 'hana', 'ivan!'] }]);
+    expect(answered.fields.map((f) => f.name)).toEqual(['logins']);
+    // The statements with the opening (one round trip), then the commit.
+    expect(roundTrips).toBe(2);
+
+    // Inside an open transaction: one round trip too; the named statement is parsed once per connection and bound again.
+    roundTrips = 0;
+    const again = await t.db.withTenant(101, async (tx) => {
+      await tx.query('select 1');
+      return tx.queryAfter!<{ n: number }>(
+        [{ text: 'update core.users set login = login || $1 where login = any($2::text[])', values: ['!', ['hana']], prepare: true }],
+        `select count(*)::int as n from core.users where login like '%!'`,
+      );
+    });
+    expect(again.rows).toEqual([{ n: 2 }]);
+    expect(roundTrips).toBe(3);
+    await t.owner.query(`delete from core.users where login in ('hana!', 'ivan!')`);
+  });
+
+  it('a failure of one fails the call, runs none after it, and the transaction undoes those before', async () => {
+    for (const failing of [{ text: 'select 1/$1::int', values: [0] }, { text: 'select 1/$1::int', values: [0], prepare: true }]) {
+      await expect(
+        t.db.withTenant(101, (tx) =>
+          tx.queryAfter!([{ text: `insert into core.users (tenant_id, login) values (101, $1)`, values: ['jack'] }, failing, { text: `insert into core.users (tenant_id, login) values (101, $1)`, values: ['kate'] }], 'select 1'),
+        ),
+      ).rejects.toThrow(/division by zero/);
+      const { rows } = await t.owner.query(`select count(*)::int as n from core.users where login in ('jack', 'kate')`);
+      expect(rows[0].n).toBe(0);
+    }
+    // The connection (the pool's one) is usable after it, its named statement parsed again where its Parse was undone.
+    const result = await t.db.withTenant(101, (tx) => tx.queryAfter!<{ n: number }>([{ text: 'select 1/$1::int', values: [1], prepare: true }], 'select 2 as n'));
+    expect(result.rows).toEqual([{ n: 2 }]);
+  });
+});
+
 describe('reads without a transaction (Database.readWithTenant)', () => {
   it('a statement is one round trip, under the tenant, through either protocol', async () => {
     const extended = await t.db.readWithTenant(101, (tx) => tx.query<{ login: string }>('select login from core.users where login <> $1', ['nobody']));

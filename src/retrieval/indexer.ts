@@ -1,5 +1,5 @@
 import { unlessAborted } from '../abortable.js';
-import type { RowIndexer } from '../connectors/indexer.js';
+import { oneStatementIndexer, type RowIndexer } from '../connectors/indexer.js';
 import { activeTenant } from '../db/active-tenant.js';
 import type { Database, Tx } from '../db/database.js';
 import { loggableMessage } from '../observability/database-errors.js';
@@ -19,17 +19,16 @@ import { parseJsonExact } from '../connectors/engine/exact-json.js';
  * batch (the row hashes only). An entry exists exactly when its rows do, and ingestion never waits on
  * text building or a model: the indexer turns entries into chunks and vectors after commit.
  */
-export const pendingIndexer: RowIndexer = {
-  async rowsWritten(tx, batch) {
-    if (batch.rows.length === 0) return;
-    await tx.query(
-      'insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes) values ($1, $2, $3, $4, $5, $6, $7)',
-      [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, batch.rows.map((r) => r.rowHash)],
-      // Once per chunk of every run, a plain VALUES insert: a named statement, parsed once per connection.
-      { prepare: true },
-    );
-  },
-};
+export const pendingIndexer: RowIndexer = oneStatementIndexer((batch) =>
+  batch.rows.length === 0
+    ? null
+    : {
+        text: 'insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes) values ($1, $2, $3, $4, $5, $6, $7)',
+        values: [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, batch.rows.map((r) => r.rowHash)],
+        // Once per chunk of every run, a plain VALUES insert: a named statement, parsed once per connection.
+        prepare: true,
+      },
+);
 
 /**
  * The hand-off while `svc.retrieval.index-rows` is false: the rows are not indexed, but chunks made
@@ -39,20 +38,18 @@ export const pendingIndexer: RowIndexer = {
  * (re-pointed at another row of the connector holding their content, or removed: settleRowChunks)
  * and makes no chunk of the rows. A batch that changed no row a chunk names records nothing.
  */
-export const settlingIndexer: RowIndexer = {
-  async rowsWritten(tx, batch) {
-    const rows = batch.rows.filter((r) => r.externalId !== undefined);
-    if (rows.length === 0) return;
-    await tx.query(
-      `insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes, settle_only)
+export const settlingIndexer: RowIndexer = oneStatementIndexer((batch) => {
+  const rows = batch.rows.filter((r) => r.externalId !== undefined);
+  if (rows.length === 0) return null;
+  return {
+    text: `insert into retrieval.pending (tenant_id, connector_id, corpus, scopes, endpoint_uuid, table_name, row_hashes, settle_only)
        select $1, $2, $3, $4, $5, $6, $7, true
         where exists (select 1 from unnest($8::text[], $7::text[]) as r(key, hash)
                         join retrieval.chunks c on c.tenant_id = $1 and c.table_name = $6 and c.external_id = r.key and c.row_hash is not null
                        where c.row_hash <> r.hash and md5(c.external_id) = any(array(select md5(k) from unnest($8::text[]) as k)))`,
-      [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, rows.map((r) => r.rowHash), rows.map((r) => r.externalId)],
-    );
-  },
-};
+    values: [batch.tenantId, batch.connectorId, batch.connectorName, batch.scopes, batch.endpointUuid, batch.table, rows.map((r) => r.rowHash), rows.map((r) => r.externalId)],
+  };
+});
 
 interface PendingEntry {
   id: number;

@@ -1,4 +1,4 @@
-import type { Tx } from '../../db/database.js';
+import type { Statement, Tx } from '../../db/database.js';
 import { JsonText } from '../../db/json-text.js';
 import { isoTimestampSql } from '../../db/timestamps.js';
 import { jsonPageSql, keyInstantSql, type Page, type PageRequest, textOfShape } from '../../db/keyset.js';
@@ -129,16 +129,39 @@ export async function holdRunning(tx: Tx, runId: string): Promise<void> {
  * (connectors.run_chunk_counts), added to the run's as it ends (connectors V14). A run closed already
  * is a RunClosedError.
  */
-export async function addChunk(tx: Tx, runId: string, counts: { in: number; out: number; skipped: number; deadLetters: number }): Promise<{ cancelRequested: boolean }> {
-  const { rows } = await tx.query<{ status: string; cancel_requested: boolean }>(
-    `with run as (select status, cancel_requested from connectors.runs where id = $1 for share),
+export async function addChunk(tx: Tx, runId: string, counts: ChunkCounts): Promise<{ cancelRequested: boolean }> {
+  const statement = chunkStatement(runId, counts);
+  return chunkAdded(runId, (await tx.query<ChunkAnswer>(statement.text, statement.values, { prepare: statement.prepare })).rows);
+}
+
+export interface ChunkCounts {
+  in: number;
+  out: number;
+  skipped: number;
+  deadLetters: number;
+}
+
+/** The row addChunk's statement answers (none for a run that does not exist). */
+export interface ChunkAnswer {
+  status: string;
+  cancel_requested: boolean;
+}
+
+/** addChunk's statement, for a caller that sends it in one message with others (Tx.queryAfter); its rows go to chunkAdded. */
+export function chunkStatement(runId: string, counts: ChunkCounts): Statement {
+  return {
+    text: `with run as (select status, cancel_requested from connectors.runs where id = $1 for share),
           counted as (insert into connectors.run_chunk_counts (run_id, tenant_id, records_in, records_out, records_skipped, dead_letters)
                       select $1, core.current_tenant(), $2, $3, $4, $5 from run where status = 'Running')
      select status, cancel_requested from run`,
-    [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
+    values: [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
     // Once per chunk, its plan the same whatever the values: a named statement, parsed once per connection.
-    { prepare: true },
-  );
+    prepare: true,
+  };
+}
+
+/** What addChunk answers from its statement's rows: a RunClosedError (thrown) for a run closed already. */
+export function chunkAdded(runId: string, rows: ChunkAnswer[]): { cancelRequested: boolean } {
   if (rows[0] && rows[0].status !== 'Running') throw new RunClosedError(runId, rows[0].status);
   return { cancelRequested: rows[0]?.cancel_requested ?? false };
 }

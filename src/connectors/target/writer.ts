@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Tx } from '../../db/database.js';
+import { queryAfter, type Statement, type Tx } from '../../db/database.js';
 import { isUniqueViolation } from '../../validation/database-refusals.js';
 import { pieceEnd } from '../../validation/input-limits.js';
 import type { Target } from '../types.js';
@@ -22,6 +22,31 @@ export async function upsertChunk(
   options: WriteOptions = {},
 ): Promise<number> {
   return (await writeRows(tx, target, rows, ids, false, options)).written;
+}
+
+/**
+ * upsertChunk, with `after` (the chunk's other writes: its hand-off entry, its counts row) sent in the
+ * same message as the chunk's insert or merge, after it (Tx.queryAfter): one round trip for them all,
+ * where each cost one of its own. Answers the last statement's result beside the rows written. A
+ * failure of any of them fails the call (the transaction is then aborted); a key conflict of an
+ * `expectNew` write is still `isKeyConflict`.
+ */
+export async function upsertChunkThen<R extends pg.QueryResultRow>(
+  tx: Tx,
+  target: Target,
+  rows: PreparedRow[],
+  ids: { tenantId: number; connectorId: string; endpointUuid: string },
+  options: WriteOptions,
+  after: readonly [...Statement[], Statement],
+): Promise<{ written: number; last: pg.QueryResult<R> }> {
+  let last: pg.QueryResult<R> | undefined;
+  const { written } = await writeRows(tx, target, rows, ids, false, options, async (text, values) => {
+    const final = after[after.length - 1]!;
+    const before = text === undefined ? after.slice(0, -1) : [{ text, values }, ...after.slice(0, -1)];
+    last = await queryAfter<R>(tx, before, final.text, final.values, { prepare: final.prepare });
+    return undefined;
+  });
+  return { written, last: last! };
 }
 
 /**
@@ -124,9 +149,24 @@ async function writeRows(
   ids: { tenantId: number; connectorId: string; endpointUuid: string },
   onlyChanged: boolean,
   options: WriteOptions,
+  /**
+   * Sends the chunk's statement (undefined: the chunk had no row to write) in place of `tx.query`, with
+   * statements of the caller's after it (upsertChunkThen); its result is not read. Not with `onlyChanged`.
+   */
+  send?: (text: string | undefined, values: unknown[]) => Promise<undefined>,
 ): Promise<{ written: number; changed: Array<{ externalId: string; op: 'insert' | 'update' }> }> {
   const writable = rows.filter((r) => r.externalId !== undefined);
-  if (writable.length === 0) return { written: 0, changed: [] };
+  if (writable.length === 0) {
+    await send?.(undefined, []);
+    return { written: 0, changed: [] };
+  }
+  type Answer = Pick<pg.QueryResult<{ external_id: string; inserted: boolean }>, 'rows'>;
+  // Sent by the caller's `send`, the statement's result is not read (no changes are asked for).
+  const query = async (text: string, values: unknown[]): Promise<Answer> => {
+    if (!send) return tx.query(text, values);
+    await send(text, values);
+    return { rows: [] };
+  };
   // Rows sharing an external id collapse to the last one (ON CONFLICT cannot touch a row twice).
   const byKey = new Map<string, PreparedRow>();
   for (const row of writable) byKey.set(row.externalId!, row);
@@ -146,7 +186,7 @@ async function writeRows(
     : ` on conflict (tenant_id, external_id) do update set ${updates.join(', ')}${changedOnly}`;
   const merge = (source: string) => `insert into ${table} (${insertColumns.join(', ')})
      select ${selects.join(', ')} from ${source} order by x.${KEY_ORDER_SQL}${resolve}`;
-  let result: pg.QueryResult<{ external_id: string; inserted: boolean }>;
+  let result: Answer;
   if (tx.copyFrom && (byKey.size >= STAGE_FROM_ROWS || jsonChars(byKey.values()) >= STAGE_FROM_CHARS)) {
     // A chunk is COPYed into a temporary staging table on the transaction's own connection, then
     // merged by one INSERT … SELECT: COPY parses the rows far cheaper than jsonb_to_recordset over
@@ -160,7 +200,7 @@ async function writeRows(
     await tx.query(stageSql(promote.length, staged.has(tx)));
     staged.add(tx);
     await tx.copyFrom(`copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, copyLines(byKey.values(), promote));
-    result = await tx.query(merge(`${STAGE} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid]);
+    result = await query(merge(`${STAGE} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid]);
   } else {
     // Small chunks (the row-by-row fallback among them) travel as one JSON array spread by
     // jsonb_to_recordset: one round trip.
@@ -172,7 +212,7 @@ async function writeRows(
       payload += '}';
     }
     payload += ']';
-    result = await tx.query(merge(`jsonb_to_recordset($4::jsonb) as x(${recordColumns.join(', ')})`), [ids.tenantId, ids.connectorId, ids.endpointUuid, payload]);
+    result = await query(merge(`jsonb_to_recordset($4::jsonb) as x(${recordColumns.join(', ')})`), [ids.tenantId, ids.connectorId, ids.endpointUuid, payload]);
   }
   if (onlyChanged && !options.expectNew && result.rows.length < byKey.size) {
     // The rows left as they were (their content unchanged) are still this writer's: a row belongs to
