@@ -156,9 +156,9 @@ function counting(calls: string[][]): Database {
               made.push(`queryAfter(${before.length + 1})`);
               return tx.queryAfter!(before, text, values, o);
             },
-            copyFrom: (sql, rows) => {
+            copyFrom: (sql, rows, o) => {
               made.push('copyFrom');
-              return tx.copyFrom!(sql, rows);
+              return tx.copyFrom!(sql, rows, o);
             },
           } as Tx),
         options,
@@ -169,12 +169,12 @@ function counting(calls: string[][]): Database {
 
 /**
  * A chunk's transaction sends as few messages as it can: the staging table readied with the
- * transaction's opening, the COPY, then the rows' statement with the chunk's retrieval hand-off entry
+ * transaction's opening in the COPY's message, then the rows' statement with the chunk's retrieval hand-off entry
  * and its counts row in one message (Tx.queryAfter), where each of those three was a round trip of
  * its own. What the chunk writes is as before: its rows, one pending entry with their hashes, its counts.
  */
 describe("a chunk's statements", () => {
-  it('go in three messages: the staging table with the opening, the COPY, the rows with the hand-off entry and the counts', async () => {
+  it('go in two messages besides the commit: the staging table with the opening and the COPY, the rows with the hand-off entry and the counts', async () => {
     const calls: string[][] = [];
     // Chunks of 100 rows (the staged COPY's, the writer's STAGE_FROM_ROWS), keys no other test of this file writes.
     const runner = new ConnectorRunner({ db: counting(calls), events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0), indexer: pendingIndexer, chunkSize: 100, subscribers: hub.services.subscribers });
@@ -185,7 +185,7 @@ describe("a chunk's statements", () => {
     };
     const [run] = await (await runner.trigger(1, connector, { triggeredBy: 'manual', reader })).done;
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 300, recordsOut: 300, chunkCount: 3, deadLetterCount: 0 });
-    expect(calls).toEqual([0, 1, 2].map(() => ['query', 'copyFrom', 'queryAfter(3)']));
+    expect(calls).toEqual([0, 1, 2].map(() => ['copyFrom', 'queryAfter(3)']));
     // What they wrote: every row, one pending entry per chunk holding its rows' hashes, the counts folded into the run.
     const stored = await owner.query<{ n: number }>('select count(*)::int as n from ext_t1.async_chunks where external_id::bigint >= 1000000');
     expect(stored.rows[0]!.n).toBe(300);

@@ -90,9 +90,11 @@ export interface Tx {
    * already escaped), whole or in pieces; each piece is taken from `rows` only once the one before it
    * was sent, with a turn of the event loop between two, so that a large COPY is made and sent a piece
    * at a time (a piece may end inside a line, never between the two halves of a surrogate pair).
-   * Returns how many rows were copied. Absent on test doubles.
+   * Returns how many rows were copied. `before`: statements without parameters (fixed SQL, checked
+   * values inlined) run first, in the COPY's own message (no round trip of their own; their results
+   * are dropped, an error in one fails the COPY). Absent on test doubles.
    */
-  copyFrom?(sql: string, rows: string | Iterable<string>): Promise<number>;
+  copyFrom?(sql: string, rows: string | Iterable<string>, options?: { before?: readonly string[] }): Promise<number>;
   /**
    * `COPY … TO STDOUT` on the transaction's own connection: the bytes, read from the server only as
    * fast as they are consumed. Consume it to its end before the next statement. Destroying it
@@ -333,8 +335,9 @@ export class Database {
    * One transaction on a connection of `pool`. The statements that open it (`opening`) are not sent
    * on their own: they travel in one message with the transaction's first statement
    * (`queryAfterOpening`), which saves a round trip per transaction (a read route's transaction is
-   * often one statement: two round trips instead of three). A COPY as the first statement has them
-   * sent before it, and a unit of work that runs no statement opens nothing and commits nothing.
+   * often one statement: two round trips instead of three). A COPY FROM as the first statement takes
+   * them in its own message too (a COPY TO has them sent before it), and a unit of work that runs no
+   * statement opens nothing and commits nothing.
    */
   private async transaction<T>(pool: pg.Pool, tenantId: number | undefined, fn: (tx: Tx) => Promise<T>, opening: readonly string[] = ['begin']): Promise<T> {
     const client = await pool.connect();
@@ -367,9 +370,16 @@ export class Database {
           values,
           options,
         ),
-      copyFrom: async (sql, rows) => {
-        await openAlone();
-        return copyInto(client, sql, rows);
+      copyFrom: (sql, rows, options) => {
+        const before = options?.before ?? [];
+        if (opened) return copyInto(client, sql, rows, before);
+        // The opening goes in the COPY's message too (one round trip fewer); its failure is the COPY's.
+        const copied = copyInto(client, sql, rows, [...opening, ...before]);
+        opened = copied.then(
+          () => undefined,
+          () => undefined,
+        );
+        return copied;
       },
       copyTo: (sql, options) => {
         // Queued behind the opening statements: node-postgres runs a connection's queries in order.
@@ -523,12 +533,16 @@ export function statementName(text: string): string {
  * later). Sent as one string, a chunk of 1,000 rows of 1,600 columns (18 MB) was encoded in one go and held
  * the event loop 0.14 to 0.24 s. A piece left untaken by an error is never asked for.
  */
-function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<string>): Promise<number> {
+function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<string>, before: readonly string[] = []): Promise<number> {
   return inSpan(
     'db COPY',
     { 'db.system.name': 'postgresql', 'db.query.text': sql, 'db.operation.name': 'COPY' },
     async () => {
-      const stream = client.query(copyFromStdin(sql));
+      // `before` and the COPY as one multi-statement text (the simple protocol runs them in order, the
+      // COPY taking its data once they are done); the rows those statements answer are dropped.
+      const query = copyFromStdin(before.length > 0 ? [...before, sql].join(';\n') : sql);
+      if (before.length > 0) Object.assign(query, { handleRowDescription: () => undefined, handleDataRow: () => undefined });
+      const stream = client.query(query);
       let failed = false;
       const done = new Promise<number>((resolve, reject) => {
         stream.on('error', (err) => {

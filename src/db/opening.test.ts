@@ -125,6 +125,36 @@ describe("a transaction's opening travels with its first statement", () => {
     expect(rows).toEqual([{ login: 'frank' }]);
   });
 
+  it('a COPY FROM takes its opening and the statements given before it in its own message: with the commit, two round trips', async () => {
+    await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists staged (login text, tenant text)'));
+    roundTrips = 0;
+    const copied = await t.db.withTenant(101, (tx) =>
+      tx.copyFrom!('copy staged (login) from stdin', 'gail\n', { before: ['truncate staged', `select set_config('svc.staged', 'yes', true)`] }),
+    );
+    expect(copied).toBe(1);
+    expect(roundTrips).toBe(2);
+    // Inside an open transaction, the statements before run first as well, in the COPY's message.
+    roundTrips = 0;
+    const seen = await t.db.withTenant(101, async (tx) => {
+      await tx.query('select 1');
+      await tx.copyFrom!('copy staged (login) from stdin', 'hugo\n', { before: ['truncate staged'] });
+      return (await tx.query<{ login: string }>('select login from staged')).rows;
+    });
+    expect(seen).toEqual([{ login: 'hugo' }]);
+    expect(roundTrips).toBe(4);
+
+    // A statement before that fails fails the COPY, which takes none of its rows; the connection is usable after it.
+    let taken = 0;
+    function* rows() {
+      taken++;
+      yield 'ida\n';
+    }
+    await expect(t.db.withTenant(101, (tx) => tx.copyFrom!('copy staged (login) from stdin', rows(), { before: ['select 1/0'] }))).rejects.toThrow(/division by zero/);
+    const { rows: left } = await t.db.withTenant(101, (tx) => tx.query<{ login: string; tenant: string }>(`select login, current_setting('svc.tenant_id') as tenant from staged`));
+    expect(left).toEqual([{ login: 'hugo', tenant: '101' }]);
+    expect(taken).toBeLessThanOrEqual(1);
+  });
+
   it('a COPY given in pieces takes them one at a time, and no more once the server refused one', async () => {
     await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists counted (n int)'));
     let taken = 0;

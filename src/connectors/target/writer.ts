@@ -137,8 +137,8 @@ const STAGE = 'pg_temp.svc_ingest_stage';
 /**
  * Readies STAGE for a chunk of `width` promoted columns, emptied first when `empty`
  * (connectors.ingest_stage: src/connectors/migrations/connectors/V13__ingest_stage.sql). Inline, not
- * a parameter or a named statement: as the first statement of a transaction it then travels with
- * `begin` in one simple-protocol text, which costs PostgreSQL less.
+ * a parameter or a named statement: it travels in the COPY's simple-protocol text, before it (and
+ * with `begin`, as the first statement of a transaction), which costs no round trip of its own.
  */
 const stageSql = (width: number, empty: boolean) => `select connectors.ingest_stage(${width}, ${empty})`;
 
@@ -197,9 +197,10 @@ async function writeRows(
     // leaves the others null. The function reads the width from the catalog (a record of it kept here
     // would be wrong after a rollback of the transaction that grew the table) and grows the table
     // when it is too narrow.
-    await tx.query(stageSql(promote.length, staged.has(tx)));
+    // The staging table is readied in the COPY's message (and, as a transaction's first statement, with its opening).
+    const stage = stageSql(promote.length, staged.has(tx));
     staged.add(tx);
-    await tx.copyFrom(`copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, copyLines(byKey.values(), promote));
+    await tx.copyFrom(`copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, copyLines(byKey.values(), promote), { before: [stage] });
     result = await query(merge(`${STAGE} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid]);
   } else {
     // Small chunks (the row-by-row fallback among them) travel as one JSON array spread by
