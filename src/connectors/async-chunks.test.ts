@@ -198,5 +198,24 @@ describe("a chunk's statements", () => {
     expect(pending.rows[0]).toEqual({ entries: 3, hashes: 300, matching: 300 });
     const counts = await owner.query<{ n: number }>('select count(*)::int as n from connectors.run_chunk_counts where run_id = $1', [run!.id]);
     expect(counts.rows[0]!.n).toBe(0);
+
+    // The same rows again, changed: the first chunk's insert meets stored keys and fails its message, nothing of
+    // it is left (no entry, no counts), and the chunks are merged in transactions of the same two messages.
+    calls.length = 0;
+    const changed: PageReader = {
+      async *read() {
+        for (let n = 0; n < 3; n++) yield { number: n + 1, items: Array.from({ length: 100 }, (_, i) => ({ id: 1_000_000 + n * 100 + i, again: true })) };
+      },
+    };
+    const [second] = await (await runner.trigger(1, connector, { triggeredBy: 'manual', reader: changed })).done;
+    expect(second).toMatchObject({ status: 'Completed', recordsIn: 300, recordsOut: 300, chunkCount: 3, deadLetterCount: 0 });
+    // (Chunks already in flight when the first one met a stored key fail on theirs too: from four transactions to six.)
+    expect(calls.length).toBeGreaterThanOrEqual(4);
+    expect(calls.length).toBeLessThanOrEqual(6);
+    expect(calls).toEqual(calls.map(() => ['copyFrom', 'queryAfter(3)']));
+    const merged = await owner.query<{ n: number }>(`select count(*)::int as n from ext_t1.async_chunks where external_id::bigint >= 1000000 and data->>'again' = 'true'`);
+    expect(merged.rows[0]!.n).toBe(300);
+    const entries = await owner.query<{ entries: number; hashes: number }>('select count(*)::int as entries, sum(cardinality(row_hashes))::int as hashes from retrieval.pending where connector_id = $1', [connector.id]);
+    expect(entries.rows[0]).toEqual({ entries: 6, hashes: 600 });
   });
 });
