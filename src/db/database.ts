@@ -4,7 +4,7 @@ import { once } from 'node:events';
 import { finished, type Readable } from 'node:stream';
 import { setImmediate as turn } from 'node:timers/promises';
 import pg, { type Submittable } from 'pg';
-import { from as copyFromStdin } from 'pg-copy-streams';
+import { type CopyStreamQuery, from as copyFromStdin } from 'pg-copy-streams';
 import { SlotPool } from '../concurrency/slot-pool.js';
 import { CopyRecords } from './copy-records.js';
 import { NoTenantError } from '../errors.js';
@@ -540,7 +540,7 @@ function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<st
     async () => {
       // `before` and the COPY as one multi-statement text (the simple protocol runs them in order, the
       // COPY taking its data once they are done); the rows those statements answer are dropped.
-      const query = copyFromStdin(before.length > 0 ? [...before, sql].join(';\n') : sql);
+      const query = sentAtOnce(copyFromStdin(before.length > 0 ? [...before, sql].join(';\n') : sql));
       if (before.length > 0) Object.assign(query, { handleRowDescription: () => undefined, handleDataRow: () => undefined });
       const stream = client.query(query);
       let failed = false;
@@ -563,6 +563,37 @@ function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<st
     },
     SpanKind.CLIENT,
   );
+}
+
+/** The parts of pg-copy-streams' COPY FROM query that sentAtOnce changes. */
+interface CopyFromInternals {
+  connection: pg.Connection | null;
+  submit(connection: pg.Connection): void;
+  handleCopyInResponse(connection: pg.Connection): void;
+  flushChunk(chunk: Buffer): boolean;
+}
+
+/**
+ * `query` (pg-copy-streams' COPY FROM) sending its data as soon as its statement is sent, not once the
+ * server's CopyInResponse has come back: the server reads the data from the connection when the COPY
+ * starts, and the round trip in between (the server idle, waiting for data, until the hub's event loop
+ * turns to its answer) is saved. Should the statement fail before the COPY starts (a statement before it
+ * in the same text, a COPY refused), the server ignores the CopyData and CopyDone messages that arrive
+ * outside a COPY (the protocol provides for a client still sending after a failed COPY), and the failure
+ * is the query's as before; nothing is written on the connection once the query has failed.
+ */
+function sentAtOnce<Q extends CopyStreamQuery>(query: Q): Q {
+  const copy = query as unknown as CopyFromInternals;
+  const submit = copy.submit.bind(copy);
+  const flushChunk = copy.flushChunk.bind(copy);
+  copy.submit = (connection) => {
+    submit(connection);
+    // As on the server's CopyInResponse: what was written so far is sent, what follows goes as written.
+    copy.handleCopyInResponse(connection);
+  };
+  // Failed (the server's error came): the query has let go of its connection; what is left is not sent.
+  copy.flushChunk = (chunk) => (copy.connection ? flushChunk(chunk) : true);
+  return query;
 }
 
 /** `sql` (a `COPY … TO STDOUT`) on `client` as a stream of records; its span lasts until the stream is done. */

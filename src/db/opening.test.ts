@@ -155,6 +155,43 @@ describe("a transaction's opening travels with its first statement", () => {
     expect(taken).toBeLessThanOrEqual(1);
   });
 
+  it("a COPY FROM's data leaves right after its statement, without waiting for the server's CopyInResponse", async () => {
+    await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists early (n int)'));
+    const order: string[] = [];
+    const watch = (client: pg.PoolClient) => {
+      const connection = (client as unknown as { connection: NodeJS.EventEmitter & { stream: { write: (...args: unknown[]) => boolean } } }).connection;
+      const onResponse = () => order.push('CopyInResponse');
+      // Before node-postgres's own listener, which hands the response to the query (and so sends what it held).
+      connection.prependListener('copyInResponse', onResponse);
+      const write = connection.stream.write;
+      connection.stream.write = function (this: unknown, ...args: unknown[]) {
+        // pg-copy-streams writes each CopyData message's type and length as a buffer of its own.
+        if (Buffer.isBuffer(args[0]) && args[0].length === 5 && args[0][0] === 0x64) order.push('CopyData');
+        return write.apply(this, args);
+      };
+      return () => {
+        connection.off('copyInResponse', onResponse);
+        connection.stream.write = write;
+      };
+    };
+    let unwatch: (() => void) | undefined;
+    const onAcquire = (client: pg.PoolClient) => {
+      unwatch = watch(client);
+    };
+    t.db.app.once('acquire', onAcquire);
+    try {
+      expect(await t.db.withTenant(101, (tx) => tx.copyFrom!('copy early (n) from stdin', '1\n2\n', { before: ['truncate early'] }))).toBe(2);
+    } finally {
+      unwatch?.();
+    }
+    expect(order).toEqual(['CopyData', 'CopyInResponse']);
+    // Sent early to a statement that failed before its COPY: ignored by the server, the connection usable after it.
+    await expect(t.db.withTenant(101, (tx) => tx.copyFrom!('copy early (n) from stdin', '3\n', { before: ['select 1/0'] }))).rejects.toThrow(/division by zero/);
+    await expect(t.db.withTenant(101, (tx) => tx.copyFrom!('copy no_such_table (n) from stdin', '3\n'))).rejects.toThrow(/no_such_table/);
+    const { rows } = await t.db.withTenant(101, (tx) => tx.query('select n from early order by n'));
+    expect(rows).toEqual([{ n: 1 }, { n: 2 }]);
+  });
+
   it('a COPY given in pieces takes them one at a time, and no more once the server refused one', async () => {
     await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists counted (n int)'));
     let taken = 0;
