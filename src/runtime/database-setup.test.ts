@@ -3,7 +3,7 @@ import { describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { Config } from '../config/config.js';
 import { migrate } from '../db/migrations.js';
-import { roleUrl } from '../db/roles.js';
+import { type RoleNames, roleUrl } from '../db/roles.js';
 import { createTestDatabase, TEST_ROLES } from '../../test/harness/database.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
@@ -150,23 +150,26 @@ describe('setupDatabase', () => {
   });
 
   it('the application role unable to set temp_file_limit: the start warns once naming the grant and the setup says it is not settable; a migration as a superuser grants it', async () => {
-    const { url, owner } = await migratedWithOwner();
-    const config = adminRolesConfig(url);
+    // Roles of this test's own: a parameter's grant is the server's, and another test file migrating a
+    // database meanwhile (as a superuser) grants it again to the shared test roles.
+    const suffix = randomBytes(4).toString('hex');
+    const roles = { app: `svc_app_${suffix}`, worker: `svc_worker_${suffix}`, analytic: `svc_analytic_${suffix}` };
+    const { url, owner } = await migratedWithOwner(roles);
+    const config = adminRolesConfig(url, { SVC_DATASOURCE_APP_ROLE: roles.app, SVC_DATASOURCE_WORKER_ROLE: roles.worker, SVC_DATASOURCE_ANALYTIC_ROLE: roles.analytic }, roles);
     let settable: boolean[] = [];
     const warnings = async () => (await startWarnings(config, { migrate: false }, async (setup) => void settable.push(setup.tempFileLimitSettable))).filter((m) => /temp_file_limit/.test(m));
     try {
-      // The grant is the server's: taken back for this test, given back below (by the migration, as a superuser owner).
-      await owner.query(`revoke set on parameter temp_file_limit from ${TEST_ROLES.app}`);
+      // Taken back for this test, given back below (by the migration, as a superuser owner).
+      await owner.query(`revoke set on parameter temp_file_limit from ${roles.app}`);
       expect(await warnings()).toEqual([
-        `the application role ${TEST_ROLES.app} may not set temp_file_limit, so analytic chat queries run without svc.analytic.temp-file-limit: a sort or hash of one query may fill the database server's disk with temporary files up to the server's own temp_file_limit (none by default). On PostgreSQL 15 or later run "grant set on parameter temp_file_limit to ${TEST_ROLES.app}" in the hub's database as a superuser (docs/analytic-guards.md, "Resources of one statement")`,
+        `the application role ${roles.app} may not set temp_file_limit, so analytic chat queries run without svc.analytic.temp-file-limit: a sort or hash of one query may fill the database server's disk with temporary files up to the server's own temp_file_limit (none by default). On PostgreSQL 15 or later run "grant set on parameter temp_file_limit to ${roles.app}" in the hub's database as a superuser (docs/analytic-guards.md, "Resources of one statement")`,
       ]);
       expect(settable).toEqual([false]);
-      await migrate(url, TEST_ROLES);
+      await migrate(url, roles);
       settable = [];
       expect(await warnings()).toEqual([]);
       expect(settable).toEqual([true]);
     } finally {
-      await owner.query(`grant set on parameter temp_file_limit to ${TEST_ROLES.app}`);
       await owner.end();
     }
   });
@@ -195,9 +198,9 @@ async function setConfigRights(owner: pg.Client): Promise<Record<string, boolean
 }
 
 /** A new migrated test database and a connected owner client of it (the caller ends it). */
-async function migratedWithOwner(): Promise<{ url: string; owner: pg.Client }> {
+async function migratedWithOwner(roles: RoleNames = TEST_ROLES): Promise<{ url: string; owner: pg.Client }> {
   const url = await createTestDatabase();
-  await migrate(url, TEST_ROLES);
+  await migrate(url, roles);
   const owner = new pg.Client({ connectionString: url });
   await owner.connect();
   return { url, owner };
@@ -220,13 +223,13 @@ async function startWarnings(config: Config, options: { migrate: boolean }, duri
 }
 
 /** A start on roles an administrator made (the test roles, through their own URLs), migrations not applied. */
-function adminRolesConfig(url: string, env: Record<string, string> = {}): Config {
+function adminRolesConfig(url: string, env: Record<string, string> = {}, roles: RoleNames = TEST_ROLES): Config {
   return Config.load({
     env: {
       SVC_CONFIG: '/dev/null',
       SVC_DATASOURCE_URL: url,
-      SVC_DATASOURCE_APP_URL: roleUrl(url, TEST_ROLES.app),
-      SVC_DATASOURCE_WORKER_URL: roleUrl(url, TEST_ROLES.worker),
+      SVC_DATASOURCE_APP_URL: roleUrl(url, roles.app),
+      SVC_DATASOURCE_WORKER_URL: roleUrl(url, roles.worker),
       SVC_MIGRATE_ON_START: 'false',
       ...env,
     },
