@@ -1,7 +1,9 @@
+import type { Caller } from '../admin/scope-access.js';
 import { ClockRunner } from '../clock/clock.js';
 import type { Database } from '../db/database.js';
 import { logger } from '../observability/logger.js';
 import { after, headPosition, type OutboxEvent, type Position, positionOf, readAfter, START } from './outbox.js';
+import { type HeldObjects, streamHeld } from './stream-scopes.js';
 import { matchesGlob } from './topics.js';
 
 /**
@@ -262,6 +264,14 @@ export class LiveStream {
   start(): void {
     this.running = true;
     this.clock.start();
+  }
+
+  /**
+   * What a scope-bound caller holds of the tenant's objects (connectors, tables, workflows), read for
+   * their stream's filter; undefined for a caller held to no scope (nothing is filtered).
+   */
+  held(tenantId: number, caller: Caller): Promise<HeldObjects | undefined> {
+    return this.db.readWithTenant(tenantId, (tx) => streamHeld(tx, caller));
   }
 
   /** The id of the last event the poller read, or of the head it took; 0 without a position (nobody listens). */

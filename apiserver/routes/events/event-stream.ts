@@ -4,7 +4,7 @@ import { callerTenant } from '../../../src/auth/principal.js';
 import { ForbiddenWithReason, RateLimited, ValidationError } from '../../../src/errors.js';
 import type { OutboxEvent } from '../../../src/events/outbox.js';
 import { SERVER_STOPPING } from '../../../src/events/stream.js';
-import { eventHeld, type HeldObjects, streamHeld } from '../../../src/events/stream-scopes.js';
+import { eventHeld, type HeldObjects } from '../../../src/events/stream-scopes.js';
 import { route, type RouteDecl } from '../../route.js';
 import { errorBody, refusals } from '../schemas.js';
 
@@ -106,7 +106,7 @@ export const eventStreamRoutes: RouteDecl[] = [
       // A scope-bound caller's stream leaves out the events of scoped families whose payload names no
       // object of their scopes (src/events/stream-scopes.ts); an unbound caller's judges nothing.
       // A caller naming no hub user is unbound without asking the database.
-      const readHeld = async () => (hubUserId(principal) === undefined ? undefined : services.db.readWithTenant(tenantId, (tx) => streamHeld(tx, principal)));
+      const readHeld = async () => (hubUserId(principal) === undefined ? undefined : services.stream.held(tenantId, principal));
       let held: HeldObjects | undefined = await readHeld();
       const perTenant = services.config.int('svc.events.stream.max-per-tenant');
       // The place is held until the response's connection is done, not only while its subscription
