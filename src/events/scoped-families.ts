@@ -16,10 +16,12 @@ import { workflowScopesByName } from '../workflows/store.js';
 export const SUBSCRIPTION_SCOPES =
   'a subscription (integration or e-mail rule) whose event types can match `connector.run.*`, `data.row.changed` or `decision.dormant.*`, other than an exact `decision.dormant.<workflow>` of a workflow every scope of which they hold (events carry no scopes)';
 
-const FAMILY_PREFIXES = ['connector.run.', 'decision.dormant.'];
-const FAMILY_TYPES = ['data.row.changed'];
+/** The prefix of a connector's run events, `connector.run.<outcome>`. */
+export const CONNECTOR_RUN = 'connector.run.';
 /** The prefix of a workflow's dormancy decisions, `decision.dormant.<workflow>`. */
 export const DORMANT = 'decision.dormant.';
+const FAMILY_PREFIXES = [CONNECTOR_RUN, DORMANT];
+const FAMILY_TYPES = ['data.row.changed'];
 
 /** Whether a subscription pattern (an exact type or `prefix.*`) can match an event of a scoped family. */
 export function reachesScopedFamily(pattern: string): boolean {

@@ -3,7 +3,7 @@ import { heldTables } from '../connectors/target/writers.js';
 import type { Tx } from '../db/database.js';
 import { listWorkflows } from '../workflows/store.js';
 import type { OutboxEvent } from './outbox.js';
-import { DORMANT } from './scoped-families.js';
+import { CONNECTOR_RUN, DORMANT } from './scoped-families.js';
 
 /**
  * What a scope-bound caller's live event stream lets through of the families that carry one
@@ -28,12 +28,9 @@ export async function streamHeld(tx: Tx, caller: Caller): Promise<HeldObjects | 
   const access = await scopeAccess(tx, caller);
   if (!access.bound) return undefined;
   const connectors = await tx.query<{ id: string; scopes: string[] }>('select id::text as id, scopes from connectors.connectors');
-  const tables = await tx.query<{ table: string }>(
-    'select table_name as "table" from connectors.ext_tables union select target_table from connectors.endpoints where target_table is not null',
-  );
   return {
     connectors: new Set(connectors.rows.filter((c) => holdsEvery(access, c.scopes)).map((c) => c.id)),
-    tables: await heldTables(tx, access, tables.rows.map((t) => t.table)),
+    tables: await heldTables(tx, access),
     workflows: new Set((await listWorkflows(tx, access.granted)).map((w) => w.name)),
   };
 }
@@ -41,7 +38,7 @@ export async function streamHeld(tx: Tx, caller: Caller): Promise<HeldObjects | 
 /** Whether the event goes to a caller holding `held` (HeldObjects). */
 export function eventHeld(held: HeldObjects, event: Pick<OutboxEvent, 'type' | 'payload'>): boolean {
   const { type, payload } = event;
-  if (type.startsWith('connector.run.')) return typeof payload.connector_id === 'string' && held.connectors.has(payload.connector_id);
+  if (type.startsWith(CONNECTOR_RUN)) return typeof payload.connector_id === 'string' && held.connectors.has(payload.connector_id);
   if (type === 'data.row.changed') return typeof payload.entity === 'string' && held.tables.has(payload.entity);
   if (type.startsWith(DORMANT)) return held.workflows.has(type.slice(DORMANT.length));
   return true;
