@@ -63,7 +63,7 @@ describe('the interrupted-run sweep', () => {
     expect(failed.errorMessage).toBe(INTERRUPTED_MESSAGE);
     expect(failed.endedAt).not.toBeNull();
     const { rows } = await owner.query(`select tenant_id, payload from events.outbox where type = 'connector.run.failed' and payload->>'run_id' = $1`, [orphan.id]);
-    expect(rows).toEqual([{ tenant_id: 1, payload: { run_id: orphan.id, error_message: INTERRUPTED_MESSAGE, retryable: true } }]);
+    expect(rows).toEqual([{ tenant_id: 1, payload: { run_id: orphan.id, connector_id: connector.id, error_message: INTERRUPTED_MESSAGE, retryable: true } }]);
   });
 
   it('leaves a live run alone while it waits longer than the stale limit, and the endpoint queued behind it', async () => {

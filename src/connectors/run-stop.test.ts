@@ -86,7 +86,8 @@ describe('stopping a run that waits out a retry back-off', () => {
     expect(Date.now() - asked).toBeLessThan(PROMPTLY_MS);
     expect(run).toMatchObject({ status: 'Cancelled', errorMessage: 'cancelled on request' });
     expect(demo.count('/down/')).toBe(before + 1); // no retry was sent
-    expect(await eventsOf('connector.run.cancelled', id!)).toEqual([{ run_id: id }]);
+    const { id: connectorId } = (await hub.services.connectors.byName(1, 'down')) as ConnectorSpec;
+    expect(await eventsOf('connector.run.cancelled', id!)).toEqual([{ run_id: id, connector_id: connectorId }]);
     expect(await eventsOf('connector.run.failed', id!)).toEqual([]);
   });
 
@@ -105,7 +106,7 @@ describe('stopping a run that waits out a retry back-off', () => {
     const run = await ended(id);
     expect(Date.now() - asked).toBeLessThan(PROMPTLY_MS);
     expect(run.status).toBe('Cancelled');
-    expect(await eventsOf('connector.run.cancelled', id)).toEqual([{ run_id: id }]);
+    expect(await eventsOf('connector.run.cancelled', id)).toEqual([{ run_id: id, connector_id: connector.id }]);
     expect(((await triggered.done) as RunRecord[]).map((r) => r.status)).toEqual(['Cancelled']);
     await elsewhere.close();
   });
@@ -116,6 +117,7 @@ describe('stopping a run that waits out a retry back-off', () => {
     try {
       const before = demo.count('/down/');
       const ids = await startRun(stopping.url, 'down-two');
+      const { id: connectorId } = (await hub.services.connectors.byName(1, 'down-two')) as ConnectorSpec;
       expect(ids).toHaveLength(2);
       await backingOff(before);
       const asked = Date.now();
@@ -125,7 +127,7 @@ describe('stopping a run that waits out a retry back-off', () => {
       for (const id of ids) {
         // Ended by the stop itself: nothing is left for the stale-run sweep.
         expect(await stored(id)).toMatchObject({ status: 'Failed', errorMessage: INTERRUPTED_MESSAGE });
-        expect(await eventsOf('connector.run.failed', id)).toEqual([{ run_id: id, error_message: INTERRUPTED_MESSAGE, retryable: true }]);
+        expect(await eventsOf('connector.run.failed', id)).toEqual([{ run_id: id, connector_id: connectorId, error_message: INTERRUPTED_MESSAGE, retryable: true }]);
       }
       expect(demo.count('/down/')).toBe(before + 1); // the queued endpoint never asked
     } finally {
@@ -170,7 +172,7 @@ describe('cancelling a run whose process died (kill -9: no heartbeat, no clean s
     expect(res.status).toBe(202);
     expect(await res.json()).toMatchObject({ id, status: 'Failed', errorMessage: INTERRUPTED_MESSAGE, endedAt: expect.any(String) });
     expect(await stored(id)).toMatchObject({ status: 'Failed', errorMessage: INTERRUPTED_MESSAGE });
-    expect(await eventsOf('connector.run.failed', id)).toEqual([{ run_id: id, error_message: INTERRUPTED_MESSAGE, retryable: true }]);
+    expect(await eventsOf('connector.run.failed', id)).toEqual([{ run_id: id, connector_id: connector.id, error_message: INTERRUPTED_MESSAGE, retryable: true }]);
     expect(await eventsOf('connector.run.cancelled', id)).toEqual([]);
     // ended once: a second cancel finds it over
     expect((await cancel(id)).status).toBe(409);

@@ -823,8 +823,11 @@ export class ConnectorRunner {
   }
 
   private async emitEnd(tx: Tx, run: RunRecord, endpoint: EndpointSpec, durationMs: number, written: number, outcome: { status: RunStatus; error?: EngineFailure }) {
+    // Every end names the connector as `connector.run.started` does: a scope-bound caller's live
+    // stream lets a run's end through by it (src/events/stream-scopes.ts).
     const counters = {
       run_id: run.id,
+      connector_id: run.connectorId,
       endpoint_id: endpoint.uuid,
       records_in: run.recordsIn,
       records_out: run.recordsOut,
@@ -840,10 +843,10 @@ export class ConnectorRunner {
         await this.o.events.emit(tx, 'connector.run.partial', { ...counters, error_message: outcome.error?.message ?? '' });
         break;
       case 'Cancelled':
-        await this.o.events.emit(tx, 'connector.run.cancelled', { run_id: run.id });
+        await this.o.events.emit(tx, 'connector.run.cancelled', { run_id: run.id, connector_id: run.connectorId });
         break;
       default:
-        await this.o.events.emit(tx, 'connector.run.failed', { run_id: run.id, error_message: outcome.error?.message ?? 'failed', retryable: outcome.error?.retryable ?? false });
+        await this.o.events.emit(tx, 'connector.run.failed', { run_id: run.id, connector_id: run.connectorId, error_message: outcome.error?.message ?? 'failed', retryable: outcome.error?.retryable ?? false });
     }
   }
 }

@@ -100,8 +100,8 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     throw new ConfigError('svc.connectors.run-stale-after', 'svc.connectors.run-stale-after must be longer than svc.connectors.heartbeat-every, or live runs would be failed as interrupted');
   }
   /** A run failed as interrupted (by the sweep, or by a cancel of a run whose process died): its event, in the transaction that ended it. */
-  const emitInterrupted = async (tx: Tx, tenantId: number | undefined, runId: string) => {
-    await deps.events.emit(tx, 'connector.run.failed', { run_id: runId, error_message: INTERRUPTED_MESSAGE, retryable: true }, tenantId);
+  const emitInterrupted = async (tx: Tx, tenantId: number | undefined, runId: string, connectorId: string) => {
+    await deps.events.emit(tx, 'connector.run.failed', { run_id: runId, connector_id: connectorId, error_message: INTERRUPTED_MESSAGE, retryable: true }, tenantId);
   };
   const scheduler = new ConnectorScheduler(deps.db, runner, loadConnectorById);
   return {
@@ -113,7 +113,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
     load: loadConnector,
     context: (connector) => ({ ...readContext(connector), limiter: reader.limiterFor(connector), maxTokenWaitMs: config.duration('svc.connectors.preflight.max-token-wait') }),
     async sweepInterrupted() {
-      const closed = await deps.db.crossTenant('interrupted-runs', (tx) => failInterrupted(tx, staleAfter, (tenantId, runId) => emitInterrupted(tx, tenantId, runId)));
+      const closed = await deps.db.crossTenant('interrupted-runs', (tx) => failInterrupted(tx, staleAfter, (tenantId, runId, connectorId) => emitInterrupted(tx, tenantId, runId, connectorId)));
       for (const run of closed) logger().warn({ runId: run.id, tenantId: run.tenantId, connector: run.connector }, `run ${run.id} of connector ${run.connector} failed as interrupted: no heartbeat for ${staleAfter} ms`);
       return closed.length;
     },

@@ -112,7 +112,7 @@ export interface InterruptedRuns {
   /** `svc.connectors.run-stale-after`: a Running run without a heartbeat for this long has no process left. */
   staleAfterMs: number;
   /** Emits the run's `connector.run.failed` (interrupted, retryable) in the transaction that ended it. */
-  emit(tx: Tx, tenantId: number | undefined, runId: string): Promise<void>;
+  emit(tx: Tx, tenantId: number | undefined, runId: string, connectorId: string): Promise<void>;
 }
 
 /**
@@ -179,7 +179,7 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
           // A scope-bound caller stops only runs of a connector every scope of which they hold (a CSV source's, or a deleted connector's, has none).
           if (access.bound) requireEvery(access, (await connectorScopesById(tx, (await getRun(tx, id)).connectorId)) ?? []);
           const asked = await requestCancel(tx, id, interrupted.staleAfterMs);
-          if (asked.interrupted) await interrupted.emit(tx, tx.tenantId, id);
+          if (asked.interrupted) await interrupted.emit(tx, tx.tenantId, id, asked.run.connectorId);
           return { ...asked, tenantId: tx.tenantId };
         });
         if (ended) {

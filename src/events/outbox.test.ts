@@ -49,7 +49,7 @@ async function nextUntil(consumer: OutboxConsumer, count: number) {
 const orgCreated = (orgId: number) => ({ orgId, tenantId: 201, name: `org ${orgId}` });
 
 describe('the catalog', () => {
-  it('module core 0.1 declares exactly the spec table', () => {
+  it('module core 0.1 declares exactly the spec table, with connector_id on every run event', () => {
     expect(catalog.versions()).toEqual({ core: '0.1' });
     const table = Object.fromEntries(catalog.entries().map((e) => [e.type, e.payload]));
     expect(table).toEqual({
@@ -58,12 +58,12 @@ describe('the catalog', () => {
       'org.moved': { orgId: 'long', tenantId: 'long', newParentId: 'long' },
       'org.archived': { id: 'long', code: 'string' },
       'connector.run.started': { run_id: 'string', connector_id: 'string', endpoint_id: 'string', sync_mode: 'string', trigger: 'string' },
-      'connector.run.completed': { run_id: 'string', endpoint_id: 'string', records_in: 'long', records_out: 'long', duration_ms: 'long', tables: 'map' },
+      'connector.run.completed': { run_id: 'string', connector_id: 'string', endpoint_id: 'string', records_in: 'long', records_out: 'long', duration_ms: 'long', tables: 'map' },
       'connector.run.partial': {
-        run_id: 'string', endpoint_id: 'string', records_in: 'long', records_out: 'long', duration_ms: 'long', tables: 'map', error_message: 'string',
+        run_id: 'string', connector_id: 'string', endpoint_id: 'string', records_in: 'long', records_out: 'long', duration_ms: 'long', tables: 'map', error_message: 'string',
       },
-      'connector.run.cancelled': { run_id: 'string' },
-      'connector.run.failed': { run_id: 'string', error_message: 'string', retryable: 'boolean' },
+      'connector.run.cancelled': { run_id: 'string', connector_id: 'string' },
+      'connector.run.failed': { run_id: 'string', connector_id: 'string', error_message: 'string', retryable: 'boolean' },
       'platform.secret.created': { name: 'string', by: 'string', at: 'string' },
       'platform.secret.updated': { name: 'string', by: 'string', at: 'string', previousRotatedAt: 'string' },
       'platform.secret.deleted': { name: 'string', by: 'string', at: 'string' },

@@ -10,8 +10,8 @@ import { CONNECTOR_RUN, DORMANT } from './scoped-families.js';
  * domain's data (src/events/scoped-families.ts). Events carry no scopes: an event of them goes to
  * such a caller only when its payload names an object every scope of which they hold, read at one
  * moment (the stream reads it again at each heartbeat):
- * - `connector.run.started`: its `connector_id` (a connector of their scopes); the other
- *   `connector.run.*` types name only a run, and are left out;
+ * - `connector.run.*`: its `connector_id` (a connector of their scopes); a run's end written before
+ *   its payload named the connector names none, and is left out;
  * - `data.row.changed`: its `entity`, the ext table written (every writer of which is of their
  *   scopes, src/connectors/target/writers.ts);
  * - `decision.dormant.<workflow>`: that workflow (its scope and its entity's).

@@ -3,6 +3,9 @@ import { type Client, client, devClient } from '../../../test/harness/api-client
 import { applyDomainWorkflows, boundUser, connector, SCOPE_REFUSED } from '../../../test/harness/scope-manifests.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
+import type { PageReader } from '../../../src/connectors/runner.js';
+import type { ConnectorSpec } from '../../../src/connectors/types.js';
+import { CONNECTOR_RUN } from '../../../src/events/scoped-families.js';
 
 /**
  * A scope-bound caller (docs/admin.md, "Scopes") holding every role cannot subscribe to, nor reach a
@@ -211,6 +214,9 @@ describe('a scope-bound caller and the live event stream', () => {
   const idOf = async (name: string) =>
     (await hub.services.db.withTenant(T, (tx) => tx.query<{ id: string }>('select id::text from connectors.connectors where name = $1', [name]))).rows[0]!.id;
   const emit = (type: string, payload: Record<string, unknown>) => hub.services.db.withTenant(T, (tx) => hub.services.events.emit(tx, type, payload));
+  /** An event put in the outbox as it is, not checked against the catalog (one the hub wrote before a field was declared). */
+  const outboxed = (type: string, payload: Record<string, unknown>) =>
+    hub.services.db.withTenant(T, (tx) => tx.query('insert into events.outbox (tenant_id, type, payload) values (core.current_tenant(), $1, $2::jsonb)', [type, JSON.stringify(payload)]));
   const mark = async () => (await hub.services.db.withTenant(T, (tx) => tx.query<{ id: string }>('select coalesce(max(id), 0)::text as id from events.outbox'))).rows[0]!.id;
   let ids: { erp: string; crm: string };
 
@@ -220,8 +226,10 @@ describe('a scope-bound caller and the live event stream', () => {
     const row = (table: string) => ({ entity: table, entity_key: 'k1', op: 'insert', run_id: 'r1' });
     await emit('connector.run.started', started(ids.erp));
     await emit('connector.run.started', started(ids.crm));
-    await emit('connector.run.completed', { run_id: 'r1', endpoint_id: 'e1', records_in: 1, records_out: 1, duration_ms: 1, tables: {} });
-    await emit('connector.run.failed', { run_id: 'r1', error_message: 'x', retryable: false });
+    // Run ends written before their payload named the connector (the hub's catalog now refuses such
+    // a payload, so they are put in the outbox as they were): they name none, and are left out.
+    await outboxed('connector.run.completed', { run_id: 'r1', endpoint_id: 'e1', records_in: 1, records_out: 1, duration_ms: 1, tables: {} });
+    await outboxed('connector.run.failed', { run_id: 'r1', error_message: 'x', retryable: false });
     await emit('data.row.changed', row('ext.erp_rows'));
     await emit('data.row.changed', row('ext.crm_rows'));
     await emit('data.row.changed', row('ext.nobody_writes'));
@@ -258,6 +266,39 @@ describe('a scope-bound caller and the live event stream', () => {
     const [bound, unbound] = [await openStream(crmHeaders, `?lastEventId=${from}`), await openStream({ 'X-Tenant-ID': String(T) }, `?lastEventId=${from}`)];
     expect(await bound.through('resume-marker')).toEqual(expected('resume-marker')());
     expect(await unbound.through('resume-marker')).toHaveLength(11);
+    bound.close();
+    unbound.close();
+  });
+
+  it("shows the end of a run of a connector of theirs (completed, failed), not of another's", async () => {
+    const [bound, unbound] = [await openStream(crmHeaders), await openStream({ 'X-Tenant-ID': String(T) })];
+    await emit('org.created', { orgId: 1, tenantId: T, name: 'ends-start' });
+    for (const stream of [bound, unbound]) await stream.through('ends-start');
+    /** A real run of `name` through the hub's runner, reading from `reader` (no source is asked). */
+    const run = async (name: string, reader: PageReader) => {
+      const spec = (await hub.services.connectors.byName(T, name)) as ConnectorSpec;
+      const [ended] = await (await hub.services.connectors.runner.trigger(T, spec, { triggeredBy: 'manual:test', reader })).done;
+      return ended!;
+    };
+    const empty: PageReader = { async *read() {} };
+    const failing: PageReader = {
+      // biome-ignore lint/correctness/useYield: a source that fails before its first page
+      async *read() {
+        throw Object.assign(new Error('the source is down'), { retryable: false });
+      },
+    };
+    const runs = [await run('crm', empty), await run('erp', empty), await run('crm', failing)];
+    expect(runs.map((r) => r.status)).toEqual(['Completed', 'Completed', 'Failed']);
+    await emit('org.created', { orgId: 1, tenantId: T, name: 'ends-marker' });
+    const runEvents = (seen: string[]) => seen.filter((e) => e.startsWith(CONNECTOR_RUN));
+    const [crm, erp] = [`${ids.crm}`, `${ids.erp}`];
+    expect(runEvents(await bound.through('ends-marker'))).toEqual([
+      `connector.run.started ${crm}`, `connector.run.completed ${crm}`, `connector.run.started ${crm}`, `connector.run.failed ${crm}`,
+    ]);
+    expect(runEvents(await unbound.through('ends-marker'))).toEqual([
+      `connector.run.started ${crm}`, `connector.run.completed ${crm}`, `connector.run.started ${erp}`, `connector.run.completed ${erp}`,
+      `connector.run.started ${crm}`, `connector.run.failed ${crm}`,
+    ]);
     bound.close();
     unbound.close();
   });

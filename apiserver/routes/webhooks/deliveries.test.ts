@@ -427,7 +427,7 @@ describe('the test operation', () => {
     expect(got!.headers['x-svc-event']).toBe('connector.run.failed');
     expect(got!.headers['x-svc-event-id']).toBeUndefined();
     expect(verifySvcSignature(SECRET, got!)).toBe(true);
-    expect(JSON.parse(got!.body)).toEqual({ run_id: 'sample-run_id', error_message: 'sample-error_message', retryable: true });
+    expect(JSON.parse(got!.body)).toEqual({ run_id: 'sample-run_id', connector_id: 'sample-connector_id', error_message: 'sample-error_message', retryable: true });
     const [d] = await deliveries(id);
     expect(d).toMatchObject({ kind: 'test', eventId: null, eventType: 'connector.run.failed', attempts: 1, succeeded: true });
   });

@@ -298,14 +298,17 @@ const STALE = 'heartbeat_at < now() - make_interval(secs => $2)';
  * with its `connector.run.failed` event (retryable), in the transaction given, which must see every
  * tenant (`Database.crossTenant`). Returns the runs closed.
  */
-export async function failInterrupted(tx: Tx, staleMs: number, emit: (tenantId: number, runId: string) => Promise<void>): Promise<Array<{ id: string; tenantId: number; connector: string }>> {
-  const { rows } = await tx.query<{ id: string; tenant_id: string; connector_name: string }>(
+export async function failInterrupted(
+  tx: Tx,
+  staleMs: number,
+  emit: (tenantId: number, runId: string, connectorId: string) => Promise<void>,
+): Promise<Array<{ id: string; tenantId: number; connector: string }>> {
+  const { rows } = await tx.query<{ id: string; tenant_id: string; connector_id: string; connector_name: string }>(
     `update connectors.runs set status = 'Failed', ended_at = now(), error_message = $1
       where id in (select id from connectors.runs where status = 'Running' and ${STALE} for update skip locked)
-      returning id, tenant_id, connector_name`,
+      returning id, tenant_id, connector_id::text, connector_name`,
     [INTERRUPTED_MESSAGE, staleMs / 1000],
   );
-  const closed = rows.map((r) => ({ id: r.id, tenantId: Number(r.tenant_id), connector: r.connector_name }));
-  for (const run of closed) await emit(run.tenantId, run.id);
-  return closed;
+  for (const r of rows) await emit(Number(r.tenant_id), r.id, r.connector_id);
+  return rows.map((r) => ({ id: r.id, tenantId: Number(r.tenant_id), connector: r.connector_name }));
 }
