@@ -1,4 +1,5 @@
-import { type Caller, holdsEvery, scopeAccess } from '../admin/scope-access.js';
+import { type Caller, holdsEvery, hubUserId, type ScopeAccess } from '../admin/scope-access.js';
+import { scopesOf } from '../admin/scopes.js';
 import { heldTables } from '../connectors/target/writers.js';
 import type { Tx } from '../db/database.js';
 import { listWorkflows } from '../workflows/store.js';
@@ -9,7 +10,7 @@ import { CONNECTOR_RUN, DORMANT } from './scoped-families.js';
  * What a scope-bound caller's live event stream lets through of the families that carry one
  * domain's data (src/events/scoped-families.ts). Events carry no scopes: an event of them goes to
  * such a caller only when its payload names an object every scope of which they hold, read at one
- * moment (the stream reads it again at each heartbeat):
+ * moment (the stream reads it again at each heartbeat, and asks an unbound caller's binding again):
  * - `connector.run.*`: its `connector_id` (a connector of their scopes); a run's end written before
  *   its payload named the connector names none, and is left out;
  * - `data.row.changed`: its `entity`, the ext table written (every writer of which is of their
@@ -23,10 +24,16 @@ export interface HeldObjects {
   workflows: ReadonlySet<string>;
 }
 
-/** The objects a scope-bound caller holds; undefined for an unbound caller (every event goes to them). */
+/**
+ * The objects a scope-bound caller holds; undefined for an unbound caller (every event goes to them).
+ * An unbound caller costs one statement, their grants (a grant's row names a user of the tenant):
+ * the stream asks it at each heartbeat, to begin filtering once the caller is bound.
+ */
 export async function streamHeld(tx: Tx, caller: Caller): Promise<HeldObjects | undefined> {
-  const access = await scopeAccess(tx, caller);
-  if (!access.bound) return undefined;
+  const id = hubUserId(caller);
+  const granted = id === undefined ? [] : await scopesOf(tx, id);
+  if (granted.length === 0) return undefined;
+  const access: ScopeAccess = { bound: true, granted, defaultScope: '' };
   const connectors = await tx.query<{ id: string; scopes: string[] }>('select id::text as id, scopes from connectors.connectors');
   return {
     connectors: new Set(connectors.rows.filter((c) => holdsEvery(access, c.scopes)).map((c) => c.id)),

@@ -65,7 +65,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
       'The stream opens with `retry: 3000` and the comment `: connected; heartbeat <ms>`, the period of the heartbeats, comment lines `: ping`. A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state). ' +
-      'A scope-bound caller\'s stream leaves out the `connector.run.*`, `data.row.changed` and `decision.dormant.*` events whose payload names no connector, ext table or workflow every scope of which they hold (what they hold is read again at each heartbeat; docs/operations.md, "Live event stream").',
+      'A scope-bound caller\'s stream leaves out the `connector.run.*`, `data.row.changed` and `decision.dormant.*` events whose payload names no connector, ext table or workflow every scope of which they hold (whether the caller is bound, and what they hold, is read again at each heartbeat; docs/operations.md, "Live event stream").',
     query: {
       type: 'object',
       properties: {
@@ -105,8 +105,9 @@ export const eventStreamRoutes: RouteDecl[] = [
       }
       // A scope-bound caller's stream leaves out the events of scoped families whose payload names no
       // object of their scopes (src/events/stream-scopes.ts); an unbound caller's judges nothing.
-      // A caller naming no hub user is unbound without asking the database.
-      const readHeld = async () => (hubUserId(principal) === undefined ? undefined : services.stream.held(tenantId, principal));
+      // A caller naming no hub user is unbound without asking the database, and stays so.
+      const hubUser = hubUserId(principal) !== undefined;
+      const readHeld = async () => (hubUser ? services.stream.held(tenantId, principal) : undefined);
       let held: HeldObjects | undefined = await readHeld();
       const perTenant = services.config.int('svc.events.stream.max-per-tenant');
       // The place is held until the response's connection is done, not only while its subscription
@@ -173,8 +174,9 @@ export const eventStreamRoutes: RouteDecl[] = [
         topics,
         afterId: resume ? Number(resume) : undefined,
         signal: gone.signal,
-        // A scope-bound caller's filter (read again at each heartbeat); an event left out is taken.
-        deliver: held === undefined ? send : (event) => (held === undefined || eventHeld(held, event) ? send(event) : true),
+        // A scope-bound caller's filter (read again at each heartbeat, when a hub user's stream asks
+        // whether they are bound now); an event left out is taken.
+        deliver: hubUser ? (event) => (held === undefined || eventHeld(held, event) ? send(event) : true) : send,
         // A resume catches up at the client's pace, however far behind it starts.
         room: () => roomIn(out, gone.signal),
         // …but one that takes nothing for STALL_HEARTBEATS heartbeat periods is ended as too slow, as
@@ -196,13 +198,14 @@ export const eventStreamRoutes: RouteDecl[] = [
         // through the directory's cache). A failure to ask (the database away) keeps the stream.
         let checking = false;
         let rereading = false;
-        const bound = held !== undefined;
         heartbeat = setInterval(() => {
           if (out.writableEnded) return;
           out.write(': ping\n\n');
-          // A scope-bound caller's objects are read again (a connector, table or workflow may have
-          // changed scopes); a failure to read them (the database away) keeps those read before.
-          if (bound && !rereading) {
+          // A hub user's binding and a scope-bound caller's objects are read again (the user may have
+          // been bound or unbound, a connector, table or workflow may have changed scopes): an
+          // unbound caller's costs one statement, their grants. A failure to read them (the database
+          // away) keeps those read before.
+          if (hubUser && !rereading) {
             rereading = true;
             readHeld()
               .then((now) => {

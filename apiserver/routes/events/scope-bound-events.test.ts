@@ -303,6 +303,35 @@ describe('a scope-bound caller and the live event stream', () => {
     unbound.close();
   });
 
+  it('filters the stream of a user bound while it is open from the next heartbeat on, and no longer once they are unbound again', async () => {
+    const created = await api.post(`/api/tenants/${T}/users`, { login: 'bound-later', name: 'bound-later' });
+    const userId = (created.body as { id: number }).id;
+    const scopes = (list: string[]) => api.put(`/api/tenants/${T}/users/${userId}/scopes`, { scopes: list });
+    const stream = await openStream({ 'X-Tenant-ID': String(T), 'X-User-ID': String(userId) });
+    await emit('org.created', { orgId: 1, tenantId: T, name: 'later-start' });
+    await stream.through('later-start');
+    let round = 0;
+    /** A run of erp's and one of crm's starting, then a marker: what the stream showed of them. */
+    const runStarts = async () => {
+      const marker = `later-${++round}`;
+      for (const id of [ids.erp, ids.crm]) await emit('connector.run.started', { run_id: `l${round}`, connector_id: id, endpoint_id: 'e1', sync_mode: 'full', trigger: 'test' });
+      await emit('org.created', { orgId: 1, tenantId: T, name: marker });
+      return stream.through(marker);
+    };
+    expect(await runStarts()).toEqual([`connector.run.started ${ids.erp}`, `connector.run.started ${ids.crm}`, 'org.created later-1']);
+    expect((await scopes(['crm'])).status).toBe(200);
+    // Each round waits for its marker; the stream's next heartbeat asks whether its user is bound now.
+    const filtered = await until('erp\'s run left out', async () => {
+      const seen = await runStarts();
+      return seen.length === 2 && seen;
+    }, { timeoutMs: 10_000, everyMs: 50 });
+    expect(filtered).toEqual([`connector.run.started ${ids.crm}`, `org.created later-${round}`]);
+    expect(await runStarts()).toEqual([`connector.run.started ${ids.crm}`, `org.created later-${round}`]);
+    expect((await scopes([])).status).toBe(200);
+    await until('erp\'s run shown again', async () => (await runStarts()).length === 3, { timeoutMs: 10_000, everyMs: 50 });
+    stream.close();
+  });
+
   it('leaves out the runs of a connector of theirs from the heartbeat after it was given another domain\'s scope', async () => {
     expect((await api.post('/api/connectors/apply', connector('crm-moving', ['crm']))).status).toBe(201);
     const moving = await idOf('crm-moving');
