@@ -8,7 +8,7 @@ import { takeTenantPlace } from '../manifests/tenant-cap.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
-import { REDACTED, redactHeaders, redactManifest, redactPaths, shownBaseUrl } from './manifest/redact.js';
+import { REDACTED, redactEndpoints, redactHeaders, redactManifest, shownBaseUrl } from './manifest/redact.js';
 import { checkManifest, type ConnectorDraft, type Issue } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
 import { catalogType, ddlLockName, promoteColumnName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
@@ -421,7 +421,8 @@ export async function storedManifest(tx: Tx, name: string): Promise<{ id: string
 
 /**
  * One connector with its stored manifest and normalised spec, inline credential values (a dev
- * profile `token_value`, a literal credential header) replaced by REDACTED in both, and credentials
+ * profile `token_value`, a literal credential header, a query's credential, a well-known key or JWT
+ * in a body, variables or SOAP text) replaced by REDACTED in both, and credentials
  * in base_url (`user:pass@`, stored before apply refused them) masked (`https://***@host/`).
  */
 export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetail | undefined> {
@@ -437,7 +438,7 @@ export async function getConnector(tx: Tx, name: string): Promise<ConnectorDetai
 
 function redactSpec(spec: ConnectorSpec): ConnectorSpec {
   const auth = spec.auth.kind === 'bearer' && spec.auth.token_value !== undefined ? { ...spec.auth, token_value: REDACTED } : spec.auth;
-  return { ...spec, baseUrl: shownBaseUrl(spec.baseUrl), auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'], endpoints: redactPaths(spec.endpoints) };
+  return { ...spec, baseUrl: shownBaseUrl(spec.baseUrl), auth, headers: redactHeaders(spec.headers) as ConnectorSpec['headers'], endpoints: redactEndpoints(spec.endpoints) };
 }
 
 /**

@@ -59,7 +59,7 @@ const connectorDetail: JsonSchema = {
   required: [...recordRequired, 'manifest', 'spec'],
   properties: {
     ...recordProperties,
-    manifest: { type: 'object', description: 'the manifest as applied, inline credential values (a dev-profile `token_value`, a literal credential header) replaced by `[REDACTED]`' },
+    manifest: { type: 'object', description: 'the manifest as applied, inline credential values (a dev-profile `token_value`, a literal credential header, a credential in a path query, a well-known key or JWT in a body, GraphQL variables or SOAP text) replaced by `[REDACTED]`' },
     spec: { type: 'object', description: 'the normalised connector the runtime reads: presets expanded, defaults filled, endpoint UUIDs assigned' },
   },
 };

@@ -170,6 +170,59 @@ describe('connector credentials', () => {
     expect(receiver.received.slice(before).map((r) => r.path)).toEqual([expect.stringContaining('api_key=inline-query-0006')]);
   });
 
+  it('a well-known key or a JWT stated in a body, GraphQL variables or SOAP text (dev profile) is returned redacted in the manifest and the spec', async () => {
+    const headers = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
+    const jwt = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJpbmxpbmUifQ.c2lnbmF0dXJlLWlubGluZS0wMDA3';
+    const rest = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'inline-body' },
+      connector_type: 'rest-generic',
+      spec: {
+        base_url: receiver.url,
+        endpoints: [
+          { id: 'items', method: 'POST', path: '/body', body: { auth: { token: 'AKIAINLINE0008BODYXY' }, list: [`x ${jwt} y`], ghp_inlinekey0009abcdefghijklmn: 1, keep: 'plain {{env:ALLOWED_TOKEN}}' }, target: { kind: 'hybrid', table: 'ext.cred_body', unique_key: '$.id' } },
+          { id: 'graph', query: 'query Items($k: String, $after: String) { items(k: $k, after: $after) { edges { node { id } } pageInfo { endCursor hasNextPage } } }', variables: { k: 'sk_live_inline0010abcdefgh' }, pagination: { kind: 'graphql-relay' }, target: { kind: 'hybrid', table: 'ext.cred_graph', unique_key: '$.id' } },
+        ],
+      },
+    };
+    const soap = {
+      apiVersion: 'connectors.svc.io/v1',
+      kind: 'Connector',
+      metadata: { name: 'inline-soap' },
+      connector_type: 'soap-generic',
+      spec: {
+        base_url: receiver.url,
+        endpoints: [
+          {
+            id: 'calls',
+            path: '/soap',
+            soap: { version: '1.1', action: 'Q', body: '<Q><Key>xoxb-inline0011-abcdef</Key></Q>', records: 'R', session: { token_env: 'STORED_TOKEN', header: `<T>{{token}}</T><J>${jwt}</J>` } },
+            pagination: { kind: 'soap', page_size: 10, start_row: 0 },
+            target: { kind: 'hybrid', table: 'ext.cred_soap', unique_key: 'id' },
+          },
+        ],
+      },
+    };
+    for (const manifest of [rest, soap]) {
+      const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers, body: JSON.stringify(manifest) });
+      expect({ status: applied.status, body: applied.status === 201 ? '' : await applied.text() }).toEqual({ status: 201, body: '' });
+    }
+    const restText = await (await fetch(`${hub.url}/api/connectors/inline-body`, { headers })).text();
+    const soapText = await (await fetch(`${hub.url}/api/connectors/inline-soap`, { headers })).text();
+    for (const inline of ['AKIAINLINE0008', 'c2lnbmF0dXJlLWlubGluZS0wMDA3', 'ghp_inlinekey0009', 'sk_live_inline0010', 'xoxb-inline0011']) expect(restText + soapText).not.toContain(inline);
+    type Shown = { endpoints: Array<{ body?: unknown; variables?: unknown; soap?: { body: string; session: { header: string } } }> };
+    const shownRest = JSON.parse(restText) as { manifest: { spec: Shown }; spec: Shown };
+    const shownSoap = JSON.parse(soapText) as { manifest: { spec: Shown }; spec: Shown };
+    for (const shown of [shownRest.manifest.spec, shownRest.spec]) {
+      expect(shown.endpoints[0]!.body).toEqual({ auth: { token: '[REDACTED]' }, list: ['x [REDACTED] y'], '[REDACTED]': 1, keep: 'plain {{env:ALLOWED_TOKEN}}' });
+      expect(shown.endpoints[1]!.variables).toEqual({ k: '[REDACTED]' });
+    }
+    for (const shown of [shownSoap.manifest.spec, shownSoap.spec]) {
+      expect(shown.endpoints[0]!.soap).toMatchObject({ body: '<Q><Key>[REDACTED]</Key></Q>', session: { token_env: 'STORED_TOKEN', header: '<T>{{token}}</T><J>[REDACTED]</J>' } });
+    }
+  });
+
   it.each([
     ['token_env naming the master key', 'token-key', { auth: { kind: 'bearer', token_env: 'SVC_SECRET_MASTER_KEY' } }, {}],
     ['password_env naming DATABASE_URL', 'basic-db', { auth: { kind: 'basic', username: 'u', password_env: 'DATABASE_URL' } }, {}],
