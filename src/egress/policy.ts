@@ -46,13 +46,19 @@ export class EgressDeniedError extends Error {
   }
 }
 
-export function isEgressDenied(err: unknown): err is EgressDeniedError {
+/** The policy's refusal behind a failed request: `err` itself or one of its causes (fetch and the clients above it wrap it), else undefined. */
+export function egressDenial(err: unknown): EgressDeniedError | undefined {
   let current: unknown = err;
   for (let depth = 0; depth < 4 && current && typeof current === 'object'; depth++) {
-    if ((current as { code?: unknown }).code === EGRESS_DENIED) return true;
+    if ((current as { code?: unknown }).code === EGRESS_DENIED) return current as EgressDeniedError;
     current = (current as { cause?: unknown }).cause;
   }
-  return false;
+  return undefined;
+}
+
+/** Whether a failed request was refused by the policy (egressDenial finds its refusal). */
+export function isEgressDenied(err: unknown): boolean {
+  return egressDenial(err) !== undefined;
 }
 
 /** What each refused range is called in messages. */

@@ -139,6 +139,18 @@ describe('answers of a model endpoint are bounded in size and time', () => {
     expect([embedErr.failure, embedErr.aboutTheEndpoint]).toEqual(['unreachable', true]);
   });
 
+  it('an endpoint the outbound address policy refuses: chat says so (not "unreachable (fetch failed)"), without the endpoint\'s address, nothing sent', async () => {
+    const denying = egressAgent(new EgressPolicy({ denyPrivate: true }));
+    try {
+      const before = requests;
+      const err = await rejection(openAiChat({ baseUrl: base, model: 'stand-in-chat', apiKey: KEY, timeoutMs: 5_000, dispatcher: denying }).complete([{ role: 'user', content: 'question' }]));
+      expect(err.message).toBe('the language model did not answer: not contacted: its endpoint is a loopback address, refused by the outbound address policy (svc.egress.deny-private)');
+      expect(requests).toBe(before);
+    } finally {
+      await denying.close();
+    }
+  });
+
   it('an endpoint echoing the key it was sent: the 503 every tenant\'s caller reads does not carry it', async () => {
     // As some servers and proxies do (`Invalid key: Bearer sk-…`, `Received API Key = sk-…`); the embedding port quotes their error text.
     for (const echo of [(auth: string) => `Invalid key: ${auth}`, (auth: string) => `Received API Key = ${auth.slice('Bearer '.length)}, check it`]) {

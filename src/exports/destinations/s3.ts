@@ -14,7 +14,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { describeNetworkError } from '../../egress/network-error.js';
-import { type EgressDeniedError, type EgressPolicy, isEgressDenied, parseAddress } from '../../egress/policy.js';
+import { type EgressPolicy, egressDenial, parseAddress } from '../../egress/policy.js';
 import { unlessAborted } from '../../abortable.js';
 import { storableText } from '../../validation/input-limits.js';
 import { admitCommit, BodyWatch, CLEANUP_MS, type Destination, outcome, type PublishOptions, type PublishReceipt, PublishError, within } from './destination.js';
@@ -467,7 +467,8 @@ export class S3Destination implements Destination {
   /** Any failure as a PublishError: codes and statuses only, never S3's message text. */
   private classify(err: unknown): PublishError {
     if (err instanceof PublishError) return err;
-    if (isEgressDenied(err)) return new PublishError('publication', `S3 endpoint not contacted: ${findEgressError(err).message}`);
+    const denied = egressDenial(err);
+    if (denied) return new PublishError('publication', `S3 endpoint not contacted: ${denied.message}`);
     const e = (err ?? {}) as S3Failure;
     const status = e.$metadata?.httpStatusCode ?? (err instanceof AnswerTooLong ? err.status : undefined);
     const where = this.location;
@@ -534,15 +535,6 @@ function wrappedCode(err: unknown): string | undefined {
 }
 
 const settled = () => true;
-
-function findEgressError(err: unknown): EgressDeniedError {
-  let current: unknown = err;
-  for (let depth = 0; depth < 4 && current && typeof current === 'object'; depth++) {
-    if ((current as { code?: unknown }).code === 'EGRESS_DENIED') return current as EgressDeniedError;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return err as EgressDeniedError;
-}
 
 /**
  * Reads a byte stream in parts of `size` bytes: `next()` gives the next part (the last one may be

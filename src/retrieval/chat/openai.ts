@@ -1,5 +1,6 @@
 import OpenAI from 'openai';
 import type { Dispatcher } from 'undici';
+import { egressDenial } from '../../egress/policy.js';
 import { PortUnavailable } from '../../errors.js';
 import { ModelAnswerRefused, openAiClient, quotedErrorText, withinTimeLimit, withoutKey } from '../openai-client.js';
 import type { ChatMessage, ChatPort } from './port.js';
@@ -71,6 +72,9 @@ function describe(err: unknown, apiKey: string | undefined, messages: ChatMessag
     return `HTTP ${err.status}${err.message ? `: ${quotedErrorText(err.message, apiKey, messages.map((m) => m.content))}` : ''}`;
   }
   if (err instanceof OpenAI.APIConnectionTimeoutError) return 'timed out';
+  // The policy's reason without the host and address it names (fetch's own message is only "fetch failed").
+  const denied = egressDenial(err);
+  if (denied) return `not contacted: its endpoint is ${denied.reason}, refused by the outbound address policy (svc.egress.deny-private)`;
   if (err instanceof OpenAI.APIConnectionError) return `unreachable (${withoutAddress((err.cause as Error | undefined)?.message ?? err.message)})`;
   return withoutAddress(withoutKey(err instanceof Error ? err.message : String(err), apiKey));
 }

@@ -3,7 +3,7 @@ import { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai'
 import type { Agent } from 'undici';
 import { egressAgent } from '../../egress/dispatcher.js';
 import { describeNetworkError } from '../../egress/network-error.js';
-import { type EgressPolicy, isEgressDenied } from '../../egress/policy.js';
+import { type EgressPolicy, egressDenial } from '../../egress/policy.js';
 import { ModelAnswerRefused, openAiClient, quotedErrorText, withinTimeLimit } from '../openai-client.js';
 import { EmbeddingUnavailable } from './errors.js';
 import { type EmbeddingPort, unitVector } from './port.js';
@@ -156,7 +156,8 @@ export class OpenAiEmbedding implements EmbeddingPort {
   }
 
   private failure(err: unknown): EmbeddingUnavailable {
-    if (isEgressDenied(err)) return new EmbeddingUnavailable('refused', `embedding endpoint: ${egressMessage(err)}`, { cause: err });
+    const denied = egressDenial(err);
+    if (denied) return new EmbeddingUnavailable('refused', `embedding endpoint: ${denied.message}`, { cause: err });
     if (err instanceof ModelAnswerRefused && err.reason === 'size') {
       return new EmbeddingUnavailable(
         'oversized',
@@ -189,16 +190,6 @@ function rootCause(err: unknown): unknown {
     current = cause;
   }
   return current;
-}
-
-/** The EgressDeniedError's own message, wherever in the cause chain it is. */
-function egressMessage(err: unknown): string {
-  let current = err;
-  for (let depth = 0; depth < 5 && typeof current === 'object' && current !== null; depth++) {
-    if ((current as { code?: unknown }).code === 'EGRESS_DENIED') return String((current as { message?: unknown }).message);
-    current = (current as { cause?: unknown }).cause;
-  }
-  return 'refused by the outbound address policy';
 }
 
 function describe(value: unknown, max = 80): string {
