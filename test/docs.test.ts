@@ -310,6 +310,56 @@ describe('documentation: what it names exists', () => {
     ]);
   });
 
+  /** The `svc …` commands a text names: its inline spans, and the command lines of its code blocks (`svc …`, `… | svc …`). */
+  function svcCommandsNamed(text: string): string[] {
+    const spans = [...text.matchAll(/`(svc [^`]*)`/g)].map((m) => m[1] ?? '');
+    for (const [, block = ''] of text.matchAll(/^```[a-z]*\n([\s\S]*?)^```/gm)) {
+      for (const line of block.split('\n')) for (const [, command = ''] of line.matchAll(/(?:^\s*|\$ |[|&;] )(svc [^|&;#]*)/g)) spans.push(command.trim());
+    }
+    return spans;
+  }
+
+  /**
+   * What is wrong with a `svc …` command a document names: an unknown command, a flag it lacks, or
+   * a group's verbs given as alternatives (`svc exports ls|get|rm`) that leave one out or name one it
+   * lacks. Upper-case words are placeholders (`svc GROUP --help`); a span going on after `:` quotes a
+   * message (`svc search: QUERY must not be empty`), only its command is read.
+   */
+  function svcCommandProblem(span: string): string | undefined {
+    const GLOBAL = ['json', 'help', 'version'];
+    const words = span.replace(/:(\s.*)?$/, '').split(/\s+/).slice(1).filter((w) => !['--json', '--help', '-h', '--version'].includes(w));
+    const [group = '', verb = ''] = words;
+    if (group === '' || group === 'help' || /^[A-Z]/.test(group)) return undefined;
+    const verbs = COMMANDS.filter((c) => c.name.startsWith(`${group} `)).map((c) => c.name.slice(group.length + 1));
+    if (verb.includes('|')) {
+      const given = verb.split('|');
+      const wrong = [...given.filter((v) => !verbs.includes(v)).map((v) => `no command 'svc ${group} ${v}'`), ...verbs.filter((v) => !given.includes(v)).map((v) => `leaves out 'svc ${group} ${v}'`)];
+      return wrong.length ? wrong.join(', ') : undefined;
+    }
+    const command = COMMANDS.find((c) => c.name === `${group} ${verb}`) ?? COMMANDS.find((c) => c.name === group);
+    if (!command) return verbs.length && (verb === '' || /^[A-Z]/.test(verb)) ? undefined : `no command 'svc ${words.slice(0, verbs.length ? 2 : 1).join(' ')}'`;
+    const flag = [...span.matchAll(/(?:^|[\s[])--([a-z][a-z-]*)/g)].map((m) => m[1] ?? '').find((name) => !(name in (command.flags ?? {})) && !GLOBAL.includes(name));
+    return flag ? `svc ${command.name} has no --${flag}` : undefined;
+  }
+
+  it('every `svc …` command the documents name is a command of the CLI, with flags it has', () => {
+    const problems = markdownFiles().flatMap((file) =>
+      svcCommandsNamed(readFileSync(join(ROOT, file), 'utf8')).flatMap((span) => {
+        const problem = svcCommandProblem(span);
+        return problem ? [`${file}: \`${span}\`: ${problem}`] : [];
+      }),
+    );
+    expect(problems).toEqual([]);
+    expect(['svc runs', 'svc GROUP --help', 'svc --json runs ls', 'svc search: QUERY must not be empty', 'svc runs ls --connector crm'].map(svcCommandProblem)).toEqual(Array(5).fill(undefined));
+    expect(['svc run ls', 'svc runs ls --connectors x', 'svc secrets ls|get|create|rotate', 'svc dlq ls|get|replay|discard|erase|replayed'].map(svcCommandProblem)).toEqual([
+      "no command 'svc run'",
+      'svc runs ls has no --connectors',
+      "leaves out 'svc secrets rm'",
+      "no command 'svc dlq replay'",
+    ]);
+    expect(svcCommandsNamed('```sh\nsvc login --url U\necho x | svc secrets create A --value-stdin   # why\n```\n')).toEqual(['svc login --url U', 'svc secrets create A --value-stdin']);
+  });
+
   it('docs/operations.md documents every role of svc-hub with each of its usage lines', () => {
     const rows = readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8').split('\n').flatMap((line) => (line.startsWith('| `svc-hub ') ? [line.slice(3, line.indexOf('`', 3))] : []));
     const lines = ROLES.flatMap((role) => usageOf(role).split('\n').flatMap((line) => (/^(usage: | {7})svc-hub /.test(line) || line === `svc-hub ${role}` ? [line.replace(/^usage: | {7}/, '').trim()] : [])));
