@@ -44,18 +44,23 @@ import { packageRoot } from '../src/package-root.js';
 
 const ROOT = packageRoot();
 
-function markdownFiles(): string[] {
-  const files = ['README.md'];
+/** The files under folders of the repository whose names `keep` takes (paths from the root; node_modules, bench/results and hidden ones left out). */
+function filesIn(dirs: readonly string[], keep: (name: string) => boolean): string[] {
+  const files: string[] = [];
   const walk = (dir: string) => {
     for (const name of readdirSync(join(ROOT, dir))) {
       const path = join(dir, name);
-      if (name === 'node_modules' || name.startsWith('.')) continue;
+      if (name === 'node_modules' || name === 'results' || name.startsWith('.')) continue;
       if (statSync(join(ROOT, path)).isDirectory()) walk(path);
-      else if (name.endsWith('.md')) files.push(path);
+      else if (keep(name)) files.push(path);
     }
   };
-  for (const dir of ['docs', 'bench', 'e2e', 'operator', 'charts', 'examples', 'crds']) if (existsSync(join(ROOT, dir))) walk(dir);
+  for (const dir of dirs) if (existsSync(join(ROOT, dir))) walk(dir);
   return files;
+}
+
+function markdownFiles(): string[] {
+  return ['README.md', ...filesIn(['docs', 'bench', 'e2e', 'operator', 'charts', 'examples', 'crds'], (name) => name.endsWith('.md'))];
 }
 
 /** The text without code: fenced blocks and inline spans hold patterns such as `[a-z](…)`, not links. */
@@ -250,19 +255,8 @@ describe('documentation: what it names exists', () => {
   });
 
   /** Variables of the test harness (test/, e2e/, bench/) that the development docs describe. */
-  const harnessVariables = () => {
-    const seen = new Set<string>();
-    const walk = (dir: string) => {
-      for (const name of readdirSync(join(ROOT, dir))) {
-        const path = join(dir, name);
-        if (name === 'node_modules' || name === 'results' || name.startsWith('.')) continue;
-        if (statSync(join(ROOT, path)).isDirectory()) walk(path);
-        else if (/\.(ts|js|sh)$/.test(name)) for (const [, v = ''] of readFileSync(join(ROOT, path), 'utf8').matchAll(/\benv\.(SVC_[A-Z0-9_]+)/g)) seen.add(v);
-      }
-    };
-    for (const dir of ['test', 'e2e', 'bench']) walk(dir);
-    return seen;
-  };
+  const harnessVariables = () =>
+    new Set(filesIn(['test', 'e2e', 'bench'], (name) => /\.(ts|js|sh)$/.test(name)).flatMap((path) => [...readFileSync(join(ROOT, path), 'utf8').matchAll(/\benv\.(SVC_[A-Z0-9_]+)/g)].map((m) => m[1] ?? '')));
 
   it('every SVC_* variable the documents name is read: a property, an alias, the svc client\'s, or the test harness\'s', () => {
     const known = new Set([...PROPERTIES.flatMap((p) => [envName(p.name), ...(p.aliases ?? [])]), ...CLI_ENVIRONMENT, ...harnessVariables(), 'SVC_A_B_C']);
@@ -684,6 +678,47 @@ describe('documentation: the READMEs of e2e/, bench/, operator/ and crds/', () =
     expect(unnamed('operator', readme('operator'), (file) => file.endsWith('.ts') && !file.endsWith('.test.ts'))).toEqual([]);
     expect(unnamed('crds', readme('crds'), (file) => file.endsWith('.yaml'))).toEqual([]);
     expect(unnamed('crds', readme('crds').replace(/\| processes\.apps\.svc\.io\.yaml \|/, '|'), (file) => file.endsWith('.yaml'))).toEqual(['crds/processes.apps.svc.io.yaml: not named']);
+  });
+});
+
+describe('documentation: the metrics of /q/metrics', () => {
+  /** The source files of the hub (not its tests). */
+  const sources = (): string[] =>
+    filesIn(['src', 'apiserver', 'cmd', 'operator', 'kube'], (name) => name.endsWith('.ts') && !name.endsWith('.test.ts')).map((path) => readFileSync(join(ROOT, path), 'utf8'));
+
+  /** The metrics a text registers (`lazyCounter({ name: 'x', …, labelNames: ['a', 'b'] })`), as `x{a, b}` (`x` without labels). */
+  const registered = (text: string): string[] =>
+    [...text.matchAll(/\blazy(?:Counter|Gauge|Histogram)\(\{\s*name: '([a-z_]+)'((?:[^;]|;(?!\n))*?)\}\)/g)].map(([, name = '', rest = '']) => {
+      const labels = [...(rest.match(/labelNames: \[([^\]]*)\]/)?.[1] ?? '').matchAll(/'([a-z_]+)'/g)].map((m) => m[1]);
+      return labels.length ? `${name}{${labels.join(', ')}}` : name;
+    });
+
+  /** The metrics the `/q/metrics` row of a document's table names, as written (`x{a, b}`). */
+  const documented = (text: string): string[] => {
+    const row = text.split('\n').find((line) => line.startsWith('| `/q/metrics` |')) ?? '';
+    return [...row.matchAll(/`([a-z]+_[a-z_]+(?:\{[a-z_, ]+\})?)`/g)].map((m) => m[1] ?? '');
+  };
+
+  /** The registered metrics the row leaves out (or gives other labels), and the ones it names that nothing registers. */
+  function drift(registeredNames: string[], documentedNames: string[]): string[] {
+    return [
+      ...registeredNames.filter((m) => !documentedNames.includes(m)).map((m) => `${m}: registered, not in the /q/metrics row`),
+      ...documentedNames.filter((m) => !registeredNames.includes(m)).map((m) => `${m}: in the /q/metrics row, registered by nothing`),
+    ];
+  }
+
+  it("docs/operations.md's /q/metrics row names every metric the hub registers, with its labels, and no other", () => {
+    const names = sources().flatMap(registered);
+    expect(names).toEqual(expect.arrayContaining(['svc_runs_total{status}', 'svc_mail_server_waiting']));
+    expect(drift(names, documented(readFileSync(join(ROOT, 'docs', 'operations.md'), 'utf8')))).toEqual([]);
+    // A planted metric, label and name are caught.
+    const row = '| `/q/metrics` | `svc_runs_total{status}`, `svc_rate_limited_total{bucket, tenant}`, `svc_gone_total` |';
+    expect(drift([...registered("const a = lazyCounter({ name: 'svc_runs_total', help: 'x', labelNames: ['status'] });\nconst b = lazyGauge({\n  name: 'svc_rate_limited_total',\n  help: `y`,\n  labelNames: ['bucket'],\n});\nconst c = lazyCounter({ name: 'svc_new_total', help: 'z' });")], documented(row))).toEqual([
+      'svc_rate_limited_total{bucket}: registered, not in the /q/metrics row',
+      'svc_new_total: registered, not in the /q/metrics row',
+      'svc_rate_limited_total{bucket, tenant}: in the /q/metrics row, registered by nothing',
+      'svc_gone_total: in the /q/metrics row, registered by nothing',
+    ]);
   });
 });
 
