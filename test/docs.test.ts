@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { describe, expect, it } from '@jest/globals';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { routeTable } from '../apiserver/app.js';
 import { openApiDocument } from '../apiserver/openapi.js';
 import type { RouteDecl } from '../apiserver/route.js';
@@ -718,6 +718,73 @@ describe('documentation: the metrics of /q/metrics', () => {
       'svc_new_total: registered, not in the /q/metrics row',
       'svc_rate_limited_total{bucket, tenant}: in the /q/metrics row, registered by nothing',
       'svc_gone_total: in the /q/metrics row, registered by nothing',
+    ]);
+  });
+});
+
+describe("documentation: the Helm chart's values", () => {
+  const chart = join(ROOT, 'charts', 'svc-hub');
+  const values = parse(readFileSync(join(chart, 'values.yaml'), 'utf8')) as Record<string, unknown>;
+  type Schema = { properties?: Record<string, Schema> };
+  const schema = JSON.parse(readFileSync(join(chart, 'values.schema.json'), 'utf8')) as Schema;
+  const ROLES = ['apiserver', 'dispatcher', 'operator'];
+
+  /** The schema of a value path (`a.b.c`), undefined when the schema declares no such value. */
+  const declared = (path: string[]): Schema | undefined => path.reduce<Schema | undefined>((at, key) => at?.properties?.[key], schema);
+  const defaultOf = (path: string[]): unknown => path.reduce<unknown>((at, key) => (at as Record<string, unknown> | undefined)?.[key], values);
+
+  /**
+   * What the rows of a document's table of values (`| value | default | meaning |`) get wrong: a
+   * value the schema does not declare, or a default (a value's own cell part in backticks) that is
+   * not values.yaml's. A row may name several values (`image.tag`, `.digest`: `.digest` and a bare
+   * `digest` after a path are its siblings; `<role>.x` is the value of each role, `x.*` any under x),
+   * their defaults in the same order, separated by commas.
+   */
+  function valueProblems(text: string): string[] {
+    const table = text.split('\n| value | default | meaning |\n')[1]?.split('\n\n')[0] ?? '';
+    const problems: string[] = [];
+    for (const row of table.split('\n').slice(1)) {
+      const [, names = '', defaults = ''] = row.split(/(?<!\\)\|/).map((cell) => cell.trim());
+      let previous: string[] = [];
+      const paths = [...names.matchAll(/`([^`]+)`/g)].map(([, name = '']) => {
+        const relative = name.startsWith('.') || (!name.includes('.') && !(name in values) && previous.length > 0);
+        previous = relative ? [...previous.slice(0, -1), ...name.replace(/^\./, '').split('.')] : name.split('.');
+        return previous;
+      });
+      const parts = defaults.split(/, (?![^(]*\))/);
+      paths.forEach((path, i) => {
+        const part = parts.length === paths.length ? parts[i]?.match(/^`([^`]*)`/)?.[1] : undefined;
+        for (const each of path[0] === '<role>' ? ROLES.map((role) => [role, ...path.slice(1)]) : [path]) {
+          const name = each.join('.');
+          const wildcard = each.at(-1) === '*';
+          if (!declared(wildcard ? each.slice(0, -1) : each)) problems.push(`${name}: no such value`);
+          else if (part !== undefined && !wildcard && JSON.stringify(parse(part)) !== JSON.stringify(defaultOf(each))) problems.push(`${name}: the text says ${part}, values.yaml ${JSON.stringify(defaultOf(each))}`);
+        }
+      });
+    }
+    return problems;
+  }
+
+  it.each([join('docs', 'kubernetes.md'), join('charts', 'svc-hub', 'README.md')])('%s: its table of values names only values of the chart, with their defaults', (file) => {
+    const text = readFileSync(join(ROOT, file), 'utf8');
+    expect(text).toContain('\n| value | default | meaning |\n');
+    expect(valueProblems(text)).toEqual([]);
+  });
+
+  it('docs/kubernetes.md names every value at the top of values.yaml in its table', () => {
+    const table = readFileSync(join(ROOT, 'docs', 'kubernetes.md'), 'utf8').split('\n| value | default | meaning |\n')[1]?.split('\n\n')[0] ?? '';
+    const named = new Set([...table.matchAll(/^\| ([^|]*)\|/gm)].flatMap(([, cell = '']) => [...cell.matchAll(/`([\w<>]+)[`.]/g)].map((m) => m[1] ?? '')));
+    expect(Object.keys(values).filter((key) => !named.has(key))).toEqual([]);
+  });
+
+  it('finds a planted value and default', () => {
+    const table = (rows: string) => `x\n| value | default | meaning |\n|---|---|---|\n${rows}\n\nafter`;
+    expect(valueProblems(table('| `image.repository`, `.tag`, `image.digest`, `pullPolicy` | `svc-hub`, the appVersion, none, `IfNotPresent` | |\n| `<role>.podDisruptionBudget.enabled`, `.minAvailable` | `true`, `1` | |\n| `networkPolicy.*` | | |'))).toEqual([]);
+    expect(valueProblems(table('| `probes.liveness`/`readiness` | | `periodSeconds`, `timeoutSeconds` |\n| `image.repo`, `.pullPolicy` | `svc-hub`, `Always` | |\n| `<role>.replicas` | `1` | |\n| `httpPort` | `8081` | |'))).toEqual([
+      'image.repo: no such value',
+      'image.pullPolicy: the text says Always, values.yaml "IfNotPresent"',
+      'dispatcher.replicas: the text says 1, values.yaml 2',
+      'httpPort: the text says 8081, values.yaml 8080',
     ]);
   });
 });
