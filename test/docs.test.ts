@@ -316,14 +316,14 @@ describe('documentation: what it names exists', () => {
   /**
    * What is wrong with a `svc …` command a document names: an unknown command, a flag it lacks, or
    * a group's verbs given as alternatives (`svc exports ls|get|rm`) that leave one out or name one it
-   * lacks. Upper-case words are placeholders (`svc GROUP --help`); a span going on after `:` quotes a
+   * lacks. Upper-case words and `…` are placeholders (`svc GROUP --help`, `svc …`); a span going on after `:` quotes a
    * message (`svc search: QUERY must not be empty`), only its command is read.
    */
   function svcCommandProblem(span: string): string | undefined {
     const GLOBAL = ['json', 'help', 'version'];
     const words = span.replace(/:(\s.*)?$/, '').split(/\s+/).slice(1).filter((w) => !['--json', '--help', '-h', '--version'].includes(w));
     const [group = '', verb = ''] = words;
-    if (group === '' || group === 'help' || /^[A-Z]/.test(group)) return undefined;
+    if (group === 'help' || !/^[a-z]/.test(group)) return undefined;
     const verbs = COMMANDS.filter((c) => c.name.startsWith(`${group} `)).map((c) => c.name.slice(group.length + 1));
     if (verb.includes('|')) {
       const given = verb.split('|');
@@ -344,7 +344,7 @@ describe('documentation: what it names exists', () => {
       }),
     );
     expect(problems).toEqual([]);
-    expect(['svc runs', 'svc GROUP --help', 'svc --json runs ls', 'svc search: QUERY must not be empty', 'svc runs ls --connector crm'].map(svcCommandProblem)).toEqual(Array(5).fill(undefined));
+    expect(['svc runs', 'svc GROUP --help', 'svc …', 'svc --json runs ls', 'svc search: QUERY must not be empty', 'svc runs ls --connector crm'].map(svcCommandProblem)).toEqual(Array(6).fill(undefined));
     expect(['svc run ls', 'svc runs ls --connectors x', 'svc secrets ls|get|create|rotate', 'svc dlq ls|get|replay|discard|erase|replayed'].map(svcCommandProblem)).toEqual([
       "no command 'svc run'",
       'svc runs ls has no --connectors',
