@@ -265,6 +265,18 @@ describe('documentation: what it names exists', () => {
     expect(unknown('SVC_WEBHOOK_MAX_ATTEMPT=5 SVC_URL=x SVC_FUZZ_RUNS=9')).toEqual(['SVC_WEBHOOK_MAX_ATTEMPT']);
   });
 
+  /** The `npm run NAME` (and `npm start`, `npm test`) a text names whose script package.json lacks; `bench:<name>` is a pattern. */
+  function unknownScripts(text: string, scripts: Record<string, string>): string[] {
+    const named = [...text.matchAll(/\bnpm (?:run ([\w:.-]+)|(start|test)\b)/g)].map((m) => (m[1] ?? m[2] ?? '').replace(/[.:-]+$/, (end) => (end.endsWith(':') ? ':' : '')));
+    return [...new Set(named)].filter((name) => !name.endsWith(':') && !(name in scripts));
+  }
+
+  it('every `npm run …` script the documents name is one of package.json', () => {
+    const { scripts } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    expect(markdownFiles().flatMap((file) => unknownScripts(readFileSync(join(ROOT, file), 'utf8'), scripts).map((name) => `${file}: npm run ${name}`))).toEqual([]);
+    expect(unknownScripts('`npm run bench:<name>`, `npm run docs:config`, npm test, `npm run bench:views`, npm run crd.', scripts)).toEqual(['bench:views', 'crd']);
+  });
+
   /** The usage of a role of `svc-hub` (the lines its `--help` prints). */
   const usageOf = (role: string) => (role === 'run' ? RUN_USAGE : role === 'secrets' ? SECRETS_USAGE : role === 'outbox' ? OUTBOX_USAGE : `svc-hub ${role}`);
 
