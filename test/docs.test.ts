@@ -801,6 +801,34 @@ describe("documentation: the Helm chart's values", () => {
   });
 });
 
+describe('documentation: the payloads of the catalogued events', () => {
+  /** Each catalogued type (src/events/modules/*.yaml) with its payload's field names. */
+  const catalog = new Map(
+    filesIn([join('src', 'events', 'modules')], (name) => name.endsWith('.yaml')).flatMap((path) =>
+      (parse(readFileSync(join(ROOT, path), 'utf8')) as { events?: Array<{ type: string; payload?: Record<string, string> }> }).events?.map((e) => [e.type, Object.keys(e.payload ?? {})] as const) ?? [],
+    ),
+  );
+
+  /** A table row naming a catalogued type in its first cell with a payload (`` `{a, b}` ``) whose fields are not the catalog's. */
+  function payloadProblems(text: string): string[] {
+    return text.split('\n').flatMap((line) => {
+      const [, type = '', rest = ''] = line.match(/^\s*\| `?([a-z]+(?:\.[a-z_]+)+)`? \|(.*)$/) ?? [];
+      const declared = catalog.get(type);
+      const given = rest.match(/`\{([\w, ]*)\}`/)?.[1]?.split(',').map((f) => f.trim()).filter(Boolean);
+      if (!declared || !given) return [];
+      return [...given].sort().join() === [...declared].sort().join() ? [] : [`${type}: the text gives {${given.join(', ')}}, the catalog {${declared.join(', ')}}`];
+    });
+  }
+
+  it('every catalogued event a table row gives a payload has the fields the catalog declares', () => {
+    expect(catalog.get('org.moved')).toEqual(['orgId', 'tenantId', 'newParentId']);
+    expect(markdownFiles().filter(READ).flatMap((file) => payloadProblems(readFileSync(join(ROOT, file), 'utf8')).map((p) => `${file}: ${p}`))).toEqual([]);
+    expect(payloadProblems('  | org.moved | PUT | `{orgId, tenantId, newParentId}` |\n| `platform.secret.read` | `{name, by}`; … |\n| org.created | POST | `{orgId, tenantId, name}` |')).toEqual([
+      'platform.secret.read: the text gives {name, by}, the catalog {name, by, at}',
+    ]);
+  });
+});
+
 describe('documentation: the folders docs/architecture.md lays out', () => {
   const tree = () => readFileSync(join(ROOT, 'docs', 'architecture.md'), 'utf8').split('## Folders')[1]?.split('```')[1] ?? '';
   const folders = (dir: string) => readdirSync(join(ROOT, dir)).filter((name) => statSync(join(ROOT, dir, name)).isDirectory());
