@@ -11,7 +11,7 @@ import { pieceEnd } from '../validation/input-limits.js';
 import { connectorLabel, csvBytesReadTotal, csvOpenTotal } from './metrics.js';
 import type { ConnectorRunner, PageReader } from './runner.js';
 import type { RunRecord } from './runs/ledger.js';
-import { extTableName, promoteColumnName } from './target/ddl.js';
+import { columnRoomRefusal, EXT_COLUMNS, extTableName, promoteColumnName, tableColumns, tenantTableText } from './target/ddl.js';
 import type { ConnectorSpec, EndpointSpec, Page } from './types.js';
 
 /**
@@ -52,7 +52,8 @@ function headOf(csv: CsvText, chars: number): string {
 /**
  * Most columns of an ingested CSV: a PostgreSQL table holds at most 1,600, and each column named as an identifier
  * becomes one. Each row is an object of every column, made at once: a header of 655,000 names held the event loop
- * for 1.8 s.
+ * for 1.8 s. (How many new columns the table still has room for, its own and its dropped ones counted, is checked
+ * as the run is recorded: `admit` below.)
  */
 export const MAX_CSV_COLUMNS = 1600;
 
@@ -242,6 +243,12 @@ export async function ingestCsv(
     await takeTablePlace(tx, { plural: 'tables', max: MAX_TABLES_PER_TENANT, advice: `ingest into a table it has, or delete a connector or CSV source to drop the tables only it writes` }, table, () =>
       registerTargetTable(tx, id, endpoint.uuid, table),
     );
+    // The header's new columns must fit beside those the table has taken (its own, its promoted ones, the dropped ones):
+    // past PostgreSQL's limit the run was recorded and then failed making them, a 400 here stores nothing.
+    const have = await tableColumns(tx, tenantTableText(tenantId, table));
+    const adding = endpoint.target.promote.filter((p) => !have?.types.has(p.name)).length;
+    const refusal = columnRoomRefusal(table, have?.numbered ?? EXT_COLUMNS.length, adding, 'the CSV header names');
+    if (refusal) throw new ValidationError(refusal, 'body');
   };
   const trigger = (id: string, connectorStored: boolean) =>
     runner.trigger(tenantId, connectorOf(id), { triggeredBy: request.triggeredBy, emitsRowChanges: true, reader, connectorStored, admit: admit(id) });

@@ -60,7 +60,11 @@ export const connectorRunRoutes: RouteDecl[] = [
     body: { type: 'string' },
     responses: {
       200: { description: 'The run', schema: runSchema },
-      400: { description: 'Bad CSV, table or key', schema: errorBody },
+      400: {
+        description:
+          'Bad CSV, table or key, nothing stored; also a header naming more new columns than the table has room for (a table holds at most 1,600, counting its own 8, its promoted and its dropped columns): `the CSV header names N columns ext.T does not have: at most M more fit (…)`',
+        schema: errorBody,
+      },
       409: {
         description:
           'An ingest into the same connector and table is in flight: `{error, hint}` naming its run; or the table is new and the tenant has 1,000 tables already (`this tenant has 1000 tables, the most it may have (1000): …`), no run recorded',

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { CLOSE_WAIT_MS, endPool, resilientPool } from '../../db/pool.js';
 import { grantAnalyticExt, type RoleNames } from '../../db/roles.js';
+import type { Tx } from '../../db/database.js';
 import type { Promote, PromoteType } from '../types.js';
 
 /** `ext.<name>` -> `name`, or undefined when the name is not a safe identifier. */
@@ -71,6 +72,49 @@ export function dataIndexSql(name: string, tableSql: string): string {
 
 /** The columns every ext table has. */
 export const EXT_COLUMNS = ['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id'] as const;
+
+/**
+ * Most columns of a PostgreSQL table (MaxHeapAttributeNumber): an `add column` past it fails (`tables can have at most
+ * 1600 columns`). Every column ever added has taken a number, a dropped one included (its number is never reused).
+ */
+export const MAX_TABLE_COLUMNS = 1600;
+
+/** A table as the catalog has it: name -> type (format_type) of each column, and how many numbers its columns took. */
+export interface TableColumns {
+  types: Map<string, string>;
+  /** Columns the table has numbered, dropped ones included (pg_class.relnatts): what PostgreSQL's limit counts. */
+  numbered: number;
+}
+
+/** The columns of table `text` (`ext_t7.partners`, quoted or not), or undefined when it does not exist. */
+export async function tableColumns(q: { query: Tx['query'] }, text: string): Promise<TableColumns | undefined> {
+  const { rows } = await q.query<{ numbered: number | null; column: string | null; type: string | null }>(
+    `select c.relnatts::int as numbered, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
+       from (select to_regclass($1) as oid) t
+       join pg_class c on c.oid = t.oid
+       left join pg_attribute a on a.attrelid = t.oid and a.attnum > 0 and not a.attisdropped`,
+    [text],
+  );
+  if (rows.length === 0) return undefined;
+  return { types: new Map(rows.filter((r) => r.column).map((r) => [r.column!, r.type!])), numbered: rows[0]!.numbered! };
+}
+
+/**
+ * The refusal of `adding` new columns to `table` (`ext.<name>`) whose columns took `numbered` numbers
+ * (TableColumns.numbered; a table not made yet: EXT_COLUMNS.length) when PostgreSQL's limit leaves no room for them,
+ * naming the limit and how many more fit; else undefined. `what` says who adds them (`the CSV header names`).
+ */
+export function columnRoomRefusal(table: string, numbered: number, adding: number, what: string): string | undefined {
+  if (numbered + adding <= MAX_TABLE_COLUMNS) return undefined;
+  const n = (x: number) => x.toLocaleString('en-US');
+  const own = EXT_COLUMNS.length;
+  return (
+    `${what} ${n(adding)} column${adding === 1 ? '' : 's'} ${table} does not have: at most ${n(Math.max(0, MAX_TABLE_COLUMNS - numbered))} more fit ` +
+    `(a table holds at most ${n(MAX_TABLE_COLUMNS)} columns, PostgreSQL's limit, and ${table} takes ${n(numbered)}: ` +
+    `${numbered > own ? `the ${own} every ext table has, its promoted columns and any dropped since, which still count` : `the ${own} every ext table has`})`
+  );
+}
+
 /** PostgreSQL's system columns: every table has them too, and no column may take their names. */
 export const SYSTEM_COLUMNS = ['tableoid', 'xmin', 'cmin', 'xmax', 'cmax', 'ctid'] as const;
 const RESERVED = new Set<string>([...EXT_COLUMNS, ...SYSTEM_COLUMNS]);
@@ -131,13 +175,13 @@ export class ExtSchema {
     // The catalog first: a run of an existing table takes no lock and sends no DDL. A run reads it
     // after its registration committed under the DDL lock (registerTargetTable): no delete that
     // could still drop the table is in flight then, and none after it drops a registered table.
-    const existing = await this.columns(this.pool, schema, name);
+    const ident = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
+    const existing = (await tableColumns(this.pool, ident))?.types;
     if (existing) {
       const list = wanted(existing);
       if (this.satisfied(table, existing, columnsOf(list))) return ensured(list, existing.keys());
     }
 
-    const ident = `${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`;
     const both = `${pg.escapeIdentifier(this.roles.app)}, ${pg.escapeIdentifier(this.roles.worker)}`;
     return this.inTenantLock(schema, async (client) => {
       await client.query(`create schema if not exists ${pg.escapeIdentifier(schema)}`);
@@ -145,7 +189,16 @@ export class ExtSchema {
       await client.query(`alter default privileges in schema ${pg.escapeIdentifier(schema)} grant select, insert, update, delete on tables to ${both}`);
       // The analytic chat's role (src/retrieval/analytic/run.ts) reads the tenants' tables, nothing else.
       await grantAnalyticExt(client, schema, this.roles);
-      const now = await this.columns(client, schema, name);
+      const now = await tableColumns(client, ident);
+      const have = now?.types ?? new Map<string, string>();
+      const list = wanted(have);
+      const columns = columnsOf(list);
+      this.satisfied(table, have, columns.filter((c) => have.has(c.column)));
+      const adding = columns.filter((c) => !have.has(c.column));
+      // Refused before the table is made or altered (this transaction then rolls back), naming PostgreSQL's limit and what is left (the table's own columns and those dropped
+      // count): the `alter table` past it failed with PostgreSQL's bare `tables can have at most 1600 columns`.
+      const refusal = columnRoomRefusal(table, now?.numbered ?? EXT_COLUMNS.length, adding.length, 'the run promotes');
+      if (refusal) throw new Error(refusal);
       if (!now) {
         await client.query(`
           create table ${ident} (
@@ -165,14 +218,10 @@ export class ExtSchema {
         await client.query(`alter table ${ident} enable row level security`);
         await client.query(`create policy tenant_isolation on ${ident} using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant())`);
       }
-      const have = now ?? new Map<string, string>();
-      const list = wanted(have);
-      const columns = columnsOf(list);
-      this.satisfied(table, have, columns.filter((c) => have.has(c.column)));
       // One statement for every new column: a table's first run of a wide source adds hundreds, and a
       // statement each kept this transaction (its lock, and an xid holding back what the outbox may
       // read cluster-wide) open for seconds.
-      const added = columns.filter((c) => !have.has(c.column)).map((c) => `add column ${pg.escapeIdentifier(c.column)} ${sqlType(c.type)}`);
+      const added = adding.map((c) => `add column ${pg.escapeIdentifier(c.column)} ${sqlType(c.type)}`);
       if (added.length > 0) await client.query(`alter table ${ident} ${added.join(', ')}`);
       await client.query(`grant select, insert, update, delete on ${ident} to ${both}`);
       return ensured(list, [...have.keys(), ...columns.map((c) => c.column)]);
@@ -181,18 +230,6 @@ export class ExtSchema {
 
   async close(): Promise<void> {
     await endPool(this.pool, this.closeTimeoutMs);
-  }
-
-  /** Column name -> type of a table, or undefined when it does not exist. */
-  private async columns(q: pg.Pool | pg.PoolClient, schema: string, name: string): Promise<Map<string, string> | undefined> {
-    const { rows } = await q.query<{ exists: boolean; column: string | null; type: string | null }>(
-      `select t.oid is not null as exists, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
-         from (select to_regclass($1) as oid) t
-         left join pg_attribute a on a.attrelid = t.oid and a.attnum > 0 and not a.attisdropped`,
-      [`${pg.escapeIdentifier(schema)}.${pg.escapeIdentifier(name)}`],
-    );
-    if (!rows[0]?.exists) return undefined;
-    return new Map(rows.filter((r) => r.column).map((r) => [r.column!, r.type!]));
   }
 
   /** true when every column is there with its type; throws on a type that differs. */

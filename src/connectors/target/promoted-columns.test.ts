@@ -133,3 +133,36 @@ describe('a CSV ingest into a table a connector typed', () => {
     ]);
   }, 60_000);
 });
+
+describe("a table's columns past PostgreSQL's limit", () => {
+  it('a run whose promotes do not fit beside the columns its table has numbered fails before it reads anything, naming the limit and what is left', async () => {
+    const promotes = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => ({ name: `${prefix}${i}`, path: `$.${prefix}${i}`, type: 'text' }));
+    const a = await apply('full-a', 'ext.rest_full', promotes('p', 1_500));
+    expect(await run(a, [{ id: 'a1', p0: 'kept' }])).toMatchObject({ status: 'Completed', recordsOut: 1 });
+    // Another writer of the table: 100 new columns, 92 left (1,500 promoted and the 8 of every ext table).
+    const b = await apply('full-b', 'ext.rest_full', [...promotes('p', 1), ...promotes('q', 100)]);
+    let read = false;
+    const reader: PageReader = {
+      async *read() {
+        read = true;
+        yield { number: 1, items: [{ id: 'a1', p0: 'overwritten' }] };
+      },
+    };
+    const [failed] = await (await runnerOverHub(hub, 0).trigger(TENANT, b, { triggeredBy: 'manual', reader })).done;
+    expect(failed).toMatchObject({
+      status: 'Failed',
+      recordsIn: 0,
+      errorMessage:
+        "the run promotes 100 columns ext.rest_full does not have: at most 92 more fit (a table holds at most 1,600 columns, PostgreSQL's limit, and ext.rest_full takes 1,508: " +
+        'the 8 every ext table has, its promoted columns and any dropped since, which still count)',
+    });
+    expect(read).toBe(false);
+    expect(await rowsOf('rest_full', 'p0')).toEqual([{ id: 'a1', p0: 'kept' }]);
+    expect((await owner.query(`select relnatts::int as n from pg_class where oid = 'ext_t${TENANT}.rest_full'::regclass`)).rows).toEqual([{ n: 1_508 }]);
+    // A new table of more than fit: not made, and not left registered.
+    const c = await apply('full-c', 'ext.rest_new', promotes('p', 1_593));
+    expect(await run(c, [{ id: 'c1' }])).toMatchObject({ status: 'Failed', errorMessage: expect.stringMatching(/^the run promotes 1,593 columns ext\.rest_new does not have: at most 1,592 more fit /) });
+    const { rows } = await owner.query(`select to_regclass('ext_t${TENANT}.rest_new') as made, (select count(*)::int from connectors.ext_tables where table_name = 'ext.rest_new') as registered`);
+    expect(rows).toEqual([{ made: null, registered: 0 }]);
+  }, 60_000);
+});
