@@ -11,7 +11,7 @@ import { redactQueryCredentials } from './auth/stated-credentials.js';
 import { REDACTED, redactEndpoints, redactHeaders, redactManifest, shownBaseUrl } from './manifest/redact.js';
 import { checkManifest, type ConnectorDraft, type Issue } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
-import { catalogType, ddlLockName, promoteColumnName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
+import { catalogType, columnRoomRefusal, ddlLockName, EXT_COLUMNS, promoteColumnName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 import { isUuid } from '../validation/uuid.js';
@@ -114,7 +114,7 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   // Locked as the upsert below would lock it: the connector replaced is the one read (replacedScopes).
   const { rows: stored } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1 for no key update`, [draft.name]);
   if (stored[0] && unchangedApply({ manifest: stored[0].manifest, normalised: stored[0].spec }, manifest, storedFormOf(draft, stored[0]))) {
-    return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteTypeConflicts(tx, draft))], replacedScopes: stored[0].scopes };
+    return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteConflicts(tx, draft))], replacedScopes: stored[0].scopes };
   }
   await takeTenantPlace(tx, { table: 'connectors.connectors', noun: 'connector', plural: 'connectors', max: MAX_CONNECTORS_PER_TENANT }, draft.name);
   // Read again once the tenant's turn is taken: an apply of the name that committed since the read above (it
@@ -176,7 +176,7 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
     connector,
     created,
     unchanged: false,
-    warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteTypeConflicts(tx, draft))],
+    warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...(await promoteConflicts(tx, draft))],
     replacedScopes,
   };
 }
@@ -193,9 +193,12 @@ function storedFormOf(draft: ConnectorDraft, stored: ConnectorRow): unknown {
  * with another type: a column's type is never changed over the rows it holds, so every run of such
  * an endpoint fails (ExtSchema.ensureTable: `column C of ext.T is <type>, but this endpoint promotes
  * it as <type>`), and apply and validate warn, naming the promote, before any run does. The stored
- * rows are untouched either way.
+ * rows are untouched either way. And an endpoint promoting more columns its table does not have than
+ * fit in it (PostgreSQL's 1,600, the table's own, promoted and dropped columns counted): every run of it
+ * fails before it reads anything (ExtSchema.ensureTable: `the run promotes N columns ext.T does not
+ * have: …`), and apply and validate warn on `spec.endpoints[i].target.promote`.
  */
-export async function promoteTypeConflicts(tx: Tx, draft: ConnectorDraft): Promise<Issue[]> {
+export async function promoteConflicts(tx: Tx, draft: ConnectorDraft): Promise<Issue[]> {
   const tables = [...new Set(draft.endpoints.map((e) => e.target.table))];
   const names = new Map<string, string>();
   for (const table of tables) {
@@ -206,18 +209,31 @@ export async function promoteTypeConflicts(tx: Tx, draft: ConnectorDraft): Promi
     }
   }
   const stored = new Map<string, string>(); // `table column` -> catalog type
+  const numbered = new Map<string, number>(); // table -> columns it has numbered (TableColumns.numbered)
   if (names.size > 0) {
-    const { rows } = await tx.query<{ name: string; column: string; type: string }>(
-      `select n.name, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
-         from unnest($1::text[]) as n(name) join pg_attribute a on a.attrelid = to_regclass(n.name) and a.attnum > 0 and not a.attisdropped`,
+    const { rows } = await tx.query<{ name: string; column: string; type: string; numbered: number }>(
+      `select n.name, a.attname as column, format_type(a.atttypid, a.atttypmod) as type, c.relnatts::int as numbered
+         from unnest($1::text[]) as n(name) join pg_class c on c.oid = to_regclass(n.name)
+         join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped`,
       [[...names.keys()]],
     );
-    for (const row of rows) stored.set(`${names.get(row.name)} ${row.column}`, row.type);
+    for (const row of rows) {
+      stored.set(`${names.get(row.name)} ${row.column}`, row.type);
+      numbered.set(names.get(row.name)!, row.numbered);
+    }
   }
   const declared = new Map<string, { type: string; as: string; endpoint: string }>();
   const issues: Issue[] = [];
   for (const [i, endpoint] of draft.endpoints.entries()) {
     const { table } = endpoint.target;
+    const adding = endpoint.target.promote.filter((p) => promoteColumnName(p.name) && !stored.has(`${table} ${p.name}`)).length;
+    const refusal = columnRoomRefusal(table, numbered.get(table) ?? EXT_COLUMNS.length, adding, `endpoint ${endpoint.id} promotes`);
+    if (refusal) {
+      issues.push({
+        field: `spec.endpoints[${i}].target.promote`,
+        message: `${refusal}: every run of the endpoint fails until it promotes fewer new columns (the others stay in data) or writes another table`,
+      });
+    }
     for (const [j, promote] of endpoint.target.promote.entries()) {
       const column = promoteColumnName(promote.name);
       if (!column) continue;

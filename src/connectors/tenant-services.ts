@@ -23,7 +23,7 @@ import {
   loadConnector,
   connectorScopesById,
   lockedConnectorScopes,
-  promoteTypeConflicts,
+  promoteConflicts,
   purgeEndpoint,
   resetCursor,
   targetChanges,
@@ -137,7 +137,7 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         const check = checkManifest(manifest, { inlineCredentials, egress });
         const draft = check.connector;
         if (!draft) return check;
-        const { changes, types } = await db.readWithTenant(t, async (tx) => ({ changes: await targetChanges(tx, draft), types: await promoteTypeConflicts(tx, draft) }));
+        const { changes, types } = await db.readWithTenant(t, async (tx) => ({ changes: await targetChanges(tx, draft), types: await promoteConflicts(tx, draft) }));
         return { ...check, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...types] };
       },
       list: (t) => db.readWithTenant(t, (tx) => listConnectorsJson(tx)),

@@ -297,6 +297,38 @@ describe('a promoted column whose type changes over a table that exists', () => 
   });
 });
 
+describe("promotes past PostgreSQL's limit of 1,600 columns", () => {
+  it('apply and validate warn when an endpoint promotes more new columns than its table has room for; its run fails before reading, naming the limit', async () => {
+    const promote = (n: number, from = 0) => Array.from({ length: n }, (_v, i) => ({ name: `p${from + i}`, path: '$.v', type: 'text' }));
+    // A table that has grown: 2 promoted columns, one dropped since (its number still taken): 10 of 1,600 numbered.
+    await apply('roomy', [{ id: 'w', path: '/wm', table: 'ext.roomy', promote: promote(2) }]);
+    expect(await run('roomy')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    await owner.query('alter table ext_t1.roomy drop column p1');
+    const wide = [{ id: 'w', path: '/wm', table: 'ext.roomy', promote: promote(1_591) }];
+    const expected = {
+      field: 'spec.endpoints[0].target.promote',
+      message:
+        "endpoint w promotes 1,590 columns ext.roomy does not have: at most 1,590 more fit (a table holds at most 1,600 columns, PostgreSQL's limit, and ext.roomy takes 10: " +
+        'the 8 every ext table has, its promoted columns and any dropped since, which still count): every run of the endpoint fails until it promotes fewer new columns (the others stay in data) or writes another table',
+    };
+    // p0 is there, p1 dropped (a new column again): 1,590 new, and room for 1,590.
+    expect((await apply('roomy', wide)).warnings).toEqual([]);
+    const wider = [{ id: 'w', path: '/wm', table: 'ext.roomy', promote: promote(1_592) }];
+    const more = { ...expected, message: expected.message.replace('promotes 1,590 columns', 'promotes 1,591 columns') };
+    const checked = await call('POST', '/api/connectors/validate', manifest('roomy', wider), 'application/yaml');
+    expect({ status: checked.status, warnings: checked.body.warnings }).toEqual({ status: 200, warnings: [more] });
+    expect((await apply('roomy', wider)).warnings).toEqual([more]);
+    // What the warning says: the run fails before it reads anything, and the table and its rows stay as they are.
+    expect(await run('roomy')).toMatchObject({ status: 'Failed', recordsIn: 0, errorMessage: expect.stringMatching(/^the run promotes 1,591 columns ext\.roomy does not have: at most 1,590 more fit /) });
+    expect(await ids('ext_t1.roomy')).toEqual(['a', 'b', 'c']);
+    expect((await owner.query(`select relnatts::int as n from pg_class where oid = 'ext_t1.roomy'::regclass`)).rows).toEqual([{ n: 10 }]);
+    // As many as fit: no warning, the run completes and fills the table.
+    expect((await apply('roomy', wide)).warnings).toEqual([]);
+    expect(await run('roomy')).toMatchObject({ status: 'Completed', recordsOut: 3 });
+    expect((await owner.query(`select relnatts::int as n from pg_class where oid = 'ext_t1.roomy'::regclass`)).rows).toEqual([{ n: 1_600 }]);
+  }, 60_000);
+});
+
 describe('one run in flight per endpoint (probe 31 M1)', () => {
   it('a run waiting for an earlier endpoint of its trigger ends at once when cancelled, freeing its endpoint', async () => {
     const g = gate('queued');
