@@ -200,7 +200,10 @@ async function writeRows(
     // The staging table is readied in the COPY's message (and, as a transaction's first statement, with its opening).
     const stage = stageSql(promote.length, staged.has(tx));
     staged.add(tx);
-    await tx.copyFrom(`copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, copyLines(byKey.values(), promote), { before: [stage] });
+    // The COPY text is made (and encoded) in full before the COPY is sent, so that the COPY is never kept waiting
+    // for its next piece while the event loop runs other work (a slice of a chunk's preparation, a page).
+    const text = await copyPieces(byKey.values(), promote);
+    await tx.copyFrom(`copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, text, { before: [stage] });
     result = await query(merge(`${STAGE} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid]);
   } else {
     // Small chunks (the row-by-row fallback among them) travel as one JSON array spread by
@@ -256,6 +259,27 @@ function* copyLines(rows: Iterable<PreparedRow>, promote: Target['promote']): Ge
     }
   }
   if (lines) yield lines;
+}
+
+/** Milliseconds of making COPY text after which copyPieces lets the event loop turn before it goes on. */
+const COPY_MAKE_SLICE_MS = 5;
+
+/**
+ * copyLines made in full, each piece encoded (UTF-8), before the COPY starts: the COPY then takes its data at once
+ * (Tx.copyFrom sends pieces made ahead without a turn between two). A text that takes longer than COPY_MAKE_SLICE_MS
+ * to make (wide rows: 1,000 rows of 1,600 columns are 18 MB) is made with a turn of the event loop every so often.
+ */
+async function copyPieces(rows: Iterable<PreparedRow>, promote: Target['promote']): Promise<Buffer[]> {
+  const pieces: Buffer[] = [];
+  let sliceStarted = performance.now();
+  for (const piece of copyLines(rows, promote)) {
+    pieces.push(Buffer.from(piece, 'utf8'));
+    if (performance.now() - sliceStarted >= COPY_MAKE_SLICE_MS) {
+      await new Promise((resolve) => setImmediate(resolve));
+      sliceStarted = performance.now();
+    }
+  }
+  return pieces;
 }
 
 const COPY_SPECIAL = /[\\\n\r\t]/;
