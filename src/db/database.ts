@@ -73,6 +73,31 @@ export async function queryAfter<R extends pg.QueryResultRow = pg.QueryResultRow
   return tx.query<R>(text, values, options);
 }
 
+/** A `COPY … FROM STDIN` (Tx.copyThen): its data made ahead, and statements without parameters to run before it. */
+export interface CopyIn {
+  sql: string;
+  data: readonly Buffer[];
+  before?: readonly string[];
+}
+
+/**
+ * `copy`, then `after` and `text`, in one message where the transaction can (Tx.copyThen), one after the other
+ * where it cannot (test doubles with copyFrom only); either way `text`'s result.
+ */
+export async function copyThen<R extends pg.QueryResultRow = pg.QueryResultRow>(
+  tx: Tx,
+  copy: CopyIn,
+  after: readonly Statement[],
+  text: string,
+  values?: unknown[],
+  options?: QueryOptions,
+): Promise<pg.QueryResult<R>> {
+  if (tx.copyThen) return tx.copyThen<R>(copy, after, text, values, options);
+  if (!tx.copyFrom) throw new Error('this transaction cannot COPY');
+  await tx.copyFrom(copy.sql, copy.data, { before: copy.before });
+  return queryAfter<R>(tx, after, text, values, options);
+}
+
 /** What a unit of work may do with its transaction. */
 export interface Tx {
   /** One statement in the transaction; test doubles may ignore `options` (`prepare` changes how, not what; `types` how values are read). */
@@ -96,6 +121,14 @@ export interface Tx {
    * are dropped, an error in one fails the COPY). Absent on test doubles.
    */
   copyFrom?(sql: string, rows: string | Iterable<string> | readonly Buffer[], options?: { before?: readonly string[] }): Promise<number>;
+  /**
+   * A `COPY … FROM STDIN` (`copy.before` first), its data, then `after` and `text`, all in one message (one round
+   * trip; the transaction's opening with them when not sent yet): the statements after the COPY are sent without
+   * waiting for it to finish, and run once it has. Answers `text`'s result; a failure of any fails the call (the
+   * transaction is then aborted), none after it runs. Absent on test doubles (`copyThen`, above, sends them one
+   * after the other there).
+   */
+  copyThen?<R extends pg.QueryResultRow = pg.QueryResultRow>(copy: CopyIn, after: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
   /**
    * `COPY … TO STDOUT` on the transaction's own connection: the bytes, read from the server only as
    * fast as they are consumed. Consume it to its end before the next statement. Destroying it
@@ -361,16 +394,15 @@ export class Database {
       );
       return first;
     };
+    /** Statements sent ahead of another in its message: each with its values, named when it asks to be prepared. */
+    const sentAhead = (statements: readonly Statement[]): Opening[] => statements.map((s) => ({ text: s.text, values: s.values ?? [], name: nameFor(client, s.text, s) }));
     const tx: Tx = {
       tenantId,
       query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) => send<R>([], text, values, options),
       queryAfter: <R extends pg.QueryResultRow>(before: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions) =>
-        send<R>(
-          before.map((s) => ({ text: s.text, values: s.values ?? [], name: nameFor(client, s.text, s) })),
-          text,
-          values,
-          options,
-        ),
+        send<R>(sentAhead(before), text, values, options),
+      copyThen: <R extends pg.QueryResultRow>(copy: CopyIn, after: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions) =>
+        send<R>([...(copy.before ?? []), { copy: copy.sql, data: copy.data }, ...sentAhead(after)], text, values, options),
       copyFrom: (sql, rows, options) => {
         const before = options?.before ?? [];
         if (opened) return copyInto(client, sql, rows, before);

@@ -37,7 +37,19 @@ export interface PreparedOpening {
   values: unknown[];
 }
 
-export type Opening = string | { text: string; prepared: PreparedOpening } | StatementOpening;
+export type Opening = string | { text: string; prepared: PreparedOpening } | StatementOpening | CopyOpening;
+
+/**
+ * A `COPY … FROM STDIN` and its data (COPY text, made and encoded ahead), sent in the message: its Parse, Bind and
+ * Execute, then its CopyData and CopyDone, then what follows it, without waiting for the server's CopyInResponse
+ * (the server reads the data once the COPY starts). Should a statement before it fail, the server skips everything
+ * up to the message's Sync, the COPY's data among it; should the COPY fail, what follows it. Sent through the
+ * extended protocol only.
+ */
+export interface CopyOpening {
+  copy: string;
+  data: readonly Buffer[];
+}
 
 /** An opening with parameters of its own, as a named statement of the connection's when `name` is given (`nameFor`). */
 export interface StatementOpening {
@@ -46,9 +58,10 @@ export interface StatementOpening {
   name?: string;
 }
 
-const inline = (opening: Opening) => (typeof opening === 'string' ? opening : opening.text);
+const inline = (opening: Opening) => (typeof opening === 'string' ? opening : isCopy(opening) ? opening.copy : opening.text);
 /** An opening with parameters of its own (sent only through the extended protocol). */
 const withValues = (opening: Opening): opening is StatementOpening => typeof opening !== 'string' && 'values' in opening;
+const isCopy = (opening: Opening): opening is CopyOpening => typeof opening !== 'string' && 'copy' in opening;
 // node-postgres's Query is a Submittable whose protocol hooks (`prepare`, `handleReadyForQuery`) and
 // result fields (`_results`) are not in its type declarations: reached through this loose view.
 interface QueryInternals {
@@ -80,7 +93,7 @@ class OpeningQuery extends Query {
   ) {
     // A statement with parameters or a name goes through the extended protocol; one with neither, as
     // one joined text of the simple protocol.
-    const extended = (values !== undefined && values.length > 0) || name !== undefined || opening.some(withValues);
+    const extended = (values !== undefined && values.length > 0) || name !== undefined || opening.some((o) => withValues(o) || isCopy(o));
     // (`queryMode`: a statement without parameters of its own is prepared too when its openings have some.)
     super(
       { text: extended ? text : [...opening.map(inline), text].join(';\n'), values: extended ? (values ?? []) : undefined, name, types, ...(extended ? { queryMode: 'extended' as const } : {}) },
@@ -96,10 +109,20 @@ class OpeningQuery extends Query {
       bind(c: { portal: string; statement: string; values: unknown[]; valueMapper?: (value: unknown) => unknown }): void;
       describe(m: { type: 'P'; name: string }): void;
       execute(c: { portal: string; rows: number }): void;
+      sendCopyFromChunk(chunk: Buffer): void;
+      endCopyFrom(): void;
     };
     const parsed = parsedOn(connection);
     this.extendedProtocol = true;
     for (const opening of this.opening) {
+      if (isCopy(opening)) {
+        wire.parse({ text: opening.copy, name: '', types: [] });
+        wire.bind({ portal: '', statement: '', values: [] });
+        wire.execute({ portal: '', rows: 0 });
+        for (const piece of opening.data) wire.sendCopyFromChunk(piece);
+        wire.endCopyFrom();
+        continue;
+      }
       const prepared = typeof opening === 'string' || withValues(opening) ? undefined : opening.prepared;
       if (withValues(opening)) {
         const name = opening.name ?? '';
@@ -128,6 +151,9 @@ class OpeningQuery extends Query {
     super.prepare(connection);
   }
 
+  /** A COPY of the message has its data sent already (CopyOpening). */
+  handleCopyInResponse(): void {}
+
   override handleError(err: Error, connection: pg.Connection): void {
     // An opening's ParseComplete may have marked this statement parsed although its own Parse failed.
     if (this.parsesOwn && this.name) delete parsedOn(connection)[this.name];
@@ -140,7 +166,7 @@ class OpeningQuery extends Query {
       for (const opening of this.opening) {
         if (withValues(opening)) {
           if (opening.name) parsedOn(connection)[opening.name] = opening.text;
-        } else if (typeof opening !== 'string') parsedOn(connection)[opening.prepared.name] = opening.prepared.text;
+        } else if (typeof opening !== 'string' && 'prepared' in opening) parsedOn(connection)[opening.prepared.name] = opening.prepared.text;
       }
     }
     // One result per statement: drop the opening statements' (an array of one is the statement's own).

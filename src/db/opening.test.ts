@@ -307,6 +307,54 @@ describe('statements sent ahead of another in one message (Tx.queryAfter)', () =
   });
 });
 
+describe('a COPY and the statements after it in one message (Tx.copyThen)', () => {
+  const copy = (data: string, before: string[] = ['truncate staged_logins']) => ({ sql: 'copy staged_logins (login) from stdin', data: [Buffer.from(data)], before });
+  const fromStage = { text: 'insert into core.users (tenant_id, login) select $1, login from staged_logins', values: [101], prepare: true };
+  const made = `select array_agg(login order by login) as logins from core.users where login like 'cp-%'`;
+
+  beforeAll(async () => {
+    await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists staged_logins (login text); create temporary sequence if not exists after_copy'));
+  });
+
+  it('runs the COPY, then the statements after it, in one round trip with the opening', async () => {
+    const answered = await t.db.withTenant(101, (tx) => tx.copyThen!<{ logins: string[] }>(copy('cp-lea\ncp-max\n'), [fromStage], made));
+    expect(answered.rows).toEqual([{ logins: ['cp-lea', 'cp-max'] }]);
+    // The COPY and everything with it (one round trip), then the commit.
+    expect(roundTrips).toBe(2);
+    // Inside an open transaction, its named statement already parsed: one round trip too.
+    roundTrips = 0;
+    const again = await t.db.withTenant(101, async (tx) => {
+      await tx.query('select 1');
+      return tx.copyThen!<{ logins: string[] }>(copy('cp-ned\n'), [fromStage], made);
+    });
+    expect(again.rows).toEqual([{ logins: ['cp-lea', 'cp-max', 'cp-ned'] }]);
+    expect(roundTrips).toBe(3);
+    await t.owner.query(`delete from core.users where login like 'cp-%'`);
+  });
+
+  it('a failure before, in or after the COPY fails the call, runs nothing after it and leaves the connection usable', async () => {
+    const counted = { text: `select nextval('after_copy')` };
+    const failures: Array<[ReturnType<typeof copy>, RegExp]> = [
+      [copy('cp-ona\n', ['select 1/0']), /division by zero/],
+      [copy('cp-ona\ncp-pat\t\\x\n'), /extra data after last expected column/],
+    ];
+    for (const [failing, error] of failures) {
+      await expect(t.db.withTenant(101, (tx) => tx.copyThen!(failing, [counted, fromStage], made))).rejects.toThrow(error);
+    }
+    // The statement after the COPY failing: its error (a key conflict keeps its code), the COPY's rows undone.
+    await t.owner.query(`create unique index if not exists users_cp_login on core.users (login) where login like 'cp-%'`);
+    await t.owner.query(`insert into core.users (tenant_id, login) values (101, 'cp-ona')`);
+    await expect(t.db.withTenant(101, (tx) => tx.copyThen!(copy('cp-pat\ncp-ona\n'), [counted], fromStage.text, fromStage.values))).rejects.toMatchObject({ code: '23505' });
+    const { rows } = await t.owner.query(`select count(*)::int as n from core.users where login like 'cp-%'`);
+    expect(rows[0].n).toBe(1);
+    // Nothing after a failing COPY (or a statement before it) ran: the sequence was taken once, by the call whose
+    // last statement failed (it ran before that statement).
+    const after = await t.db.withTenant(101, (tx) => tx.copyThen!<{ logins: string[]; taken: number }>(copy('cp-quin\n'), [fromStage], `${made.replace(' as logins', ' as logins, (select last_value from after_copy) as taken')}`));
+    expect(after.rows).toEqual([{ logins: ['cp-ona', 'cp-quin'], taken: 1 }]);
+    await t.owner.query(`drop index core.users_cp_login; delete from core.users where login like 'cp-%'`);
+  });
+});
+
 describe('reads without a transaction (Database.readWithTenant)', () => {
   it('a statement is one round trip, under the tenant, through either protocol', async () => {
     const extended = await t.db.readWithTenant(101, (tx) => tx.query<{ login: string }>('select login from core.users where login <> $1', ['nobody']));

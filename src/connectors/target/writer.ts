@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { queryAfter, type Statement, type Tx } from '../../db/database.js';
+import { type CopyIn, copyThen, queryAfter, type Statement, type Tx } from '../../db/database.js';
 import { isUniqueViolation } from '../../validation/database-refusals.js';
 import { pieceEnd } from '../../validation/input-limits.js';
 import type { Target } from '../types.js';
@@ -40,10 +40,12 @@ export async function upsertChunkThen<R extends pg.QueryResultRow>(
   after: readonly [...Statement[], Statement],
 ): Promise<{ written: number; last: pg.QueryResult<R> }> {
   let last: pg.QueryResult<R> | undefined;
-  const { written } = await writeRows(tx, target, rows, ids, false, options, async (text, values) => {
+  const { written } = await writeRows(tx, target, rows, ids, false, options, async (text, values, copy) => {
     const final = after[after.length - 1]!;
     const before = text === undefined ? after.slice(0, -1) : [{ text, values }, ...after.slice(0, -1)];
-    last = await queryAfter<R>(tx, before, final.text, final.values, { prepare: final.prepare });
+    last = copy
+      ? await copyThen<R>(tx, copy, before, final.text, final.values, { prepare: final.prepare })
+      : await queryAfter<R>(tx, before, final.text, final.values, { prepare: final.prepare });
     return undefined;
   });
   return { written, last: last! };
@@ -153,7 +155,7 @@ async function writeRows(
    * Sends the chunk's statement (undefined: the chunk had no row to write) in place of `tx.query`, with
    * statements of the caller's after it (upsertChunkThen); its result is not read. Not with `onlyChanged`.
    */
-  send?: (text: string | undefined, values: unknown[]) => Promise<undefined>,
+  send?: (text: string | undefined, values: unknown[], copy?: CopyIn) => Promise<undefined>,
 ): Promise<{ written: number; changed: Array<{ externalId: string; op: 'insert' | 'update' }> }> {
   const writable = rows.filter((r) => r.externalId !== undefined);
   if (writable.length === 0) {
@@ -161,10 +163,11 @@ async function writeRows(
     return { written: 0, changed: [] };
   }
   type Answer = Pick<pg.QueryResult<{ external_id: string; inserted: boolean }>, 'rows'>;
-  // Sent by the caller's `send`, the statement's result is not read (no changes are asked for).
-  const query = async (text: string, values: unknown[]): Promise<Answer> => {
-    if (!send) return tx.query(text, values);
-    await send(text, values);
+  // Sent by the caller's `send`, the statement's result is not read (no changes are asked for). After `copy`
+  // (the chunk staged), in the COPY's message.
+  const query = async (text: string, values: unknown[], copy?: CopyIn): Promise<Answer> => {
+    if (!send) return copy ? copyThen(tx, copy, [], text, values) : tx.query(text, values);
+    await send(text, values, copy);
     return { rows: [] };
   };
   // Rows sharing an external id collapse to the last one (ON CONFLICT cannot touch a row twice).
@@ -197,14 +200,15 @@ async function writeRows(
     // leaves the others null. The function reads the width from the catalog (a record of it kept here
     // would be wrong after a rollback of the transaction that grew the table) and grows the table
     // when it is too narrow.
-    // The staging table is readied in the COPY's message (and, as a transaction's first statement, with its opening).
+    // The staging table is readied in the COPY's message (and, as a transaction's first statement, with its opening),
+    // and the merge follows the COPY in the same message (Tx.copyThen): one round trip for the three.
     const stage = stageSql(promote.length, staged.has(tx));
-    staged.add(tx);
     // The COPY text is made (and encoded) in full before the COPY is sent, so that the COPY is never kept waiting
     // for its next piece while the event loop runs other work (a slice of a chunk's preparation, a page).
-    const text = await copyPieces(byKey.values(), promote);
-    await tx.copyFrom(`copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, text, { before: [stage] });
-    result = await query(merge(`${STAGE} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid]);
+    const data = await copyPieces(byKey.values(), promote);
+    staged.add(tx);
+    const copy = { sql: `copy ${STAGE} (external_id, row_hash, data${promote.map((_p, i) => `, p${i}`).join('')}) from stdin`, data, before: [stage] };
+    result = await query(merge(`${STAGE} as x`), [ids.tenantId, ids.connectorId, ids.endpointUuid], copy);
   } else {
     // Small chunks (the row-by-row fallback among them) travel as one JSON array spread by
     // jsonb_to_recordset: one round trip.
