@@ -115,12 +115,11 @@ export interface Tx {
    * already escaped), whole or in pieces; each piece is taken from `rows` only once the one before it
    * was sent, with a turn of the event loop between two, so that a large COPY is made and sent a piece
    * at a time (a piece may end inside a line, never between the two halves of a surrogate pair).
-   * An array of Buffers is text made and encoded ahead: its pieces are all sent at once, no turn between two.
    * Returns how many rows were copied. `before`: statements without parameters (fixed SQL, checked
    * values inlined) run first, in the COPY's own message (no round trip of their own; their results
    * are dropped, an error in one fails the COPY). Absent on test doubles.
    */
-  copyFrom?(sql: string, rows: string | Iterable<string> | readonly Buffer[], options?: { before?: readonly string[] }): Promise<number>;
+  copyFrom?(sql: string, rows: string | Iterable<string | Buffer>, options?: { before?: readonly string[] }): Promise<number>;
   /**
    * A `COPY … FROM STDIN` (`copy.before` first), its data, then `after` and `text`, all in one message (one round
    * trip; the transaction's opening with them when not sent yet): the statements after the COPY are sent without
@@ -564,10 +563,9 @@ export function statementName(text: string): string {
  * Streams `rows` (COPY text format) through `sql` (a `COPY … FROM STDIN`) on `client`, a piece at a time: the
  * next piece is asked for once the last one is taken (the connection drained, or a turn of the event loop
  * later). Sent as one string, a chunk of 1,000 rows of 1,600 columns (18 MB) was encoded in one go and held
- * the event loop 0.14 to 0.24 s. A piece left untaken by an error is never asked for. Pieces made ahead (an array
- * of Buffers) are written one after the other without a turn between: the server is not kept waiting for them.
+ * the event loop 0.14 to 0.24 s. A piece left untaken by an error is never asked for.
  */
-function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<string> | readonly Buffer[], before: readonly string[] = []): Promise<number> {
+function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<string | Buffer>, before: readonly string[] = []): Promise<number> {
   return inSpan(
     'db COPY',
     { 'db.system.name': 'postgresql', 'db.query.text': sql, 'db.operation.name': 'COPY' },
@@ -586,14 +584,8 @@ function copyInto(client: pg.PoolClient, sql: string, rows: string | Iterable<st
         stream.on('finish', () => resolve(stream.rowCount));
       });
       done.catch(() => undefined); // awaited below
-      const madeAhead = Array.isArray(rows) && Buffer.isBuffer(rows[0]);
       for (const piece of typeof rows === 'string' ? [rows] : rows) {
         if (failed) break;
-        // Made ahead: written at once (the stream holds what the socket cannot take yet), the COPY not kept waiting.
-        if (madeAhead) {
-          stream.write(piece);
-          continue;
-        }
         if (stream.write(piece)) await turn();
         else await Promise.race([once(stream, 'drain'), done]);
       }

@@ -219,33 +219,6 @@ describe("a transaction's opening travels with its first statement", () => {
     expect(rows).toEqual([{ n: 6 }]);
   });
 
-  it('a COPY given pieces made ahead (Buffers) sends them all at once, with no turn of the event loop between two', async () => {
-    await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists ahead (n int)'));
-    const made = Array.from({ length: 8 }, (_v, i) => Buffer.from(`${i}\n`.repeat(16 * 1024)));
-    const taken = new Set<number>();
-    // Records which pieces the COPY read: every one of them before anything else runs on the event loop.
-    const watched = new Proxy(made, {
-      get(target, key, receiver) {
-        if (typeof key === 'string' && /^\d+$/.test(key)) taken.add(Number(key));
-        return Reflect.get(target, key, receiver);
-      },
-    });
-    let takenBeforeATurn = -1;
-    const copied = await t.db.withTenant(101, (tx) => {
-      const copying = tx.copyFrom!('copy ahead (n) from stdin', watched, { before: ['truncate ahead'] });
-      setImmediate(() => {
-        takenBeforeATurn = taken.size;
-      });
-      return copying;
-    });
-    expect(copied).toBe(8 * 16 * 1024);
-    expect(takenBeforeATurn).toBe(8);
-    // Refused: the error is the COPY's, and the connection is usable after it.
-    await expect(t.db.withTenant(101, (tx) => tx.copyFrom!('copy ahead (n) from stdin', [Buffer.from('1\n'), Buffer.from('x\n')]))).rejects.toThrow(/invalid input syntax for type integer/);
-    const { rows } = await t.db.withoutTenant((tx) => tx.query('select count(*)::int as n from ahead'));
-    expect(rows).toEqual([{ n: 8 * 16 * 1024 }]);
-  });
-
   it('cross-tenant work opens its transaction with its first statement too', async () => {
     const same = await t.db.crossTenant('test', async (tx) => {
       const first = await tx.query<{ at: string }>('select now()::text as at');

@@ -166,6 +166,11 @@ async function writeRows(
   // Sent by the caller's `send`, the statement's result is not read (no changes are asked for). After `copy`
   // (the chunk staged), in the COPY's message.
   const query = async (text: string, values: unknown[], copy?: CopyIn): Promise<Answer> => {
+    if (copy && !inOneMessage(copy)) {
+      // Too long to go in one write: the COPY first, its pieces sent a turn of the event loop apart (Tx.copyFrom).
+      await tx.copyFrom!(copy.sql, copy.data, { before: copy.before });
+      copy = undefined;
+    }
     if (!send) return copy ? copyThen(tx, copy, [], text, values) : tx.query(text, values);
     await send(text, values, copy);
     return { rows: [] };
@@ -264,6 +269,14 @@ function* copyLines(rows: Iterable<PreparedRow>, promote: Target['promote']): Ge
   }
   if (lines) yield lines;
 }
+
+/**
+ * COPY text up to this long goes in one message with what follows the COPY (Tx.copyThen), written at once: about a
+ * tenth of a millisecond of copying. A longer one (wide rows) goes on its own, a piece per turn of the event loop.
+ */
+const ONE_MESSAGE_BYTES = 1024 * 1024;
+
+const inOneMessage = (copy: CopyIn) => copy.data.reduce((bytes, piece) => bytes + piece.length, 0) <= ONE_MESSAGE_BYTES;
 
 /** Milliseconds of making COPY text after which copyPieces lets the event loop turn before it goes on. */
 const COPY_MAKE_SLICE_MS = 5;
