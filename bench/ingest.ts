@@ -57,6 +57,7 @@ import { createLogger, setLogger } from '../src/observability/logger.js';
 import { type CopyFigures, type CopyStreams, copyCeilingInProcess } from './support/copy-ceiling.js';
 import { CpuMeter, type CpuSplit, type DemoSourceProcess, machineFacts, probeMachine, mib, perSecond, postmasterPid, profiled, RssSampler, round, startDemoSourceProcess, table } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
+import { formatWaits, startWaitSampler } from './support/wait-sampler.js';
 
 const ROWS = positiveInt('DEMO_ROWS', 200_000);
 const CHUNK = positiveInt('BENCH_CHUNK_SIZE', 1000);
@@ -69,6 +70,10 @@ const ROUNDS = positiveInt('BENCH_ROUNDS', 3);
 const RATE_LIMIT = process.env.BENCH_RATE_LIMIT || '1000000/s';
 if (!new RegExp(RATE_LIMIT_PATTERN).test(RATE_LIMIT)) throw new Error(`BENCH_RATE_LIMIT must be count/window as a manifest's default_rate_limit (100/s, 100/5m, 1000/h), got '${RATE_LIMIT}'`);
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
+/** `BENCH_WAITS=1`: each hub run's backend states sampled and logged (bench/support/wait-sampler.ts); a diagnosis, a load of its own. */
+const WAITS = process.env.BENCH_WAITS === '1';
+/** The embedded PostgreSQL's URL (the owner's), once started. */
+let databaseUrl = '';
 /** The demo source's largest page; the hub and the fetch ceiling both ask for it. */
 const PAGE = 500;
 const TENANT = 1;
@@ -192,6 +197,7 @@ async function hubRun(hub: Hub, owner: pg.Client, name: string, table: string, m
   const sampler = new RssSampler();
   sampler.start(50);
   meter.start();
+  const waits = WAITS ? startWaitSampler(databaseUrl) : undefined;
   const t0 = performance.now();
   const started = await api<{ runs: Array<{ id: string }> }>(hub, 'POST', `/api/connectors/${name}/runs`, {});
   if (started.status !== 202) throw new Error(`POST /api/connectors/${name}/runs answered ${started.status}: ${JSON.stringify(started.json)}`);
@@ -205,6 +211,7 @@ async function hubRun(hub: Hub, owner: pg.Client, name: string, table: string, m
   }
   const wall = performance.now() - t0;
   const cpu = meter.stop();
+  if (waits) log(formatWaits(`the run ${name}`, await waits.stop()));
   const peakRssMb = sampler.stop();
   if (run.status !== 'Completed') throw new Error(`run ${name} ended ${run.status}: ${run.errorMessage}`);
   const ms = Date.parse(run.endedAt) - Date.parse(run.startedAt);
@@ -538,6 +545,7 @@ async function main(): Promise<void> {
   let owner: pg.Client | undefined;
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
+    databaseUrl = database.url;
     source = await startDemoSourceProcess(ROWS);
     const config = benchConfig(database.url, dir, { 'svc.connectors.chunk-size': CHUNK, 'svc.credentials.env-allow': 'BENCH_DEMO_*' });
     hub = await startHub(config, { api: true, background: false });
