@@ -172,6 +172,9 @@ export function runWithCommitHook<T>(hook: CommitHook, fn: () => T): T {
   return commitHooks.run(hook, fn);
 }
 
+/** `svc.datasource.idle-timeout`'s default. */
+export const DEFAULT_IDLE_TIMEOUT_MS = 60_000;
+
 interface DatabaseOptions {
   appUrl: string;
   workerUrl: string;
@@ -183,6 +186,8 @@ interface DatabaseOptions {
   connectTimeoutMs?: number;
   /** How long its close waits for each pool's connections before cutting them (`svc.datasource.close-timeout`); unset: 5 s. */
   closeTimeoutMs?: number;
+  /** How long a pool's connection may stay unused before the pool closes it (`svc.datasource.idle-timeout`); unset: 60 s. */
+  idleTimeoutMs?: number;
   /** The role the analytic chat's SQL runs as (`svc.datasource.analytic-role`); unset: `svc_analytic`. */
   analyticRole?: string;
 }
@@ -211,8 +216,12 @@ export class Database {
     // giving up leaves no outcome unknown: a hung database, or a pool whose connections all wait
     // on one, fails further work instead of queueing it without end.
     const connectionTimeoutMillis = options.connectTimeoutMs ?? 0;
-    this.app = resilientPool({ connectionString: options.appUrl, max: options.poolSize, connectionTimeoutMillis, application_name: 'svc-hub' });
-    this.worker = resilientPool({ connectionString: options.workerUrl, max: options.poolSize, connectionTimeoutMillis, application_name: 'svc-hub worker' });
+    // Kept for a while when unused (pg-pool's own default is 10 s): a new connection pays its setup
+    // again, and its session's temporary staging tables and parsed statements, on first use.
+    const idleTimeoutMillis = options.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
+    const pools = { max: options.poolSize, connectionTimeoutMillis, idleTimeoutMillis };
+    this.app = resilientPool({ connectionString: options.appUrl, ...pools, application_name: 'svc-hub' });
+    this.worker = resilientPool({ connectionString: options.workerUrl, ...pools, application_name: 'svc-hub worker' });
     this.heldLimit = Math.max(1, options.poolSize - 2);
     this.held = new SlotPool(this.heldLimit, this.heldLimit, Number.POSITIVE_INFINITY);
   }

@@ -174,6 +174,33 @@ describe('setupDatabase', () => {
     }
   });
 
+  it('svc.datasource.idle-timeout: a pool closes a connection left unused that long (default 60 s, not pg-pool\'s 10 s)', async () => {
+    const { url, owner } = await migratedWithOwner();
+    try {
+      const short = await setupDatabase(Config.load({ env: { SVC_CONFIG: '/dev/null', SVC_DATASOURCE_URL: url, SVC_DATASOURCE_IDLE_TIMEOUT: '200ms' } }), { migrate: false });
+      try {
+        for (const pool of [short.db.app, short.db.worker]) {
+          const removed = new Promise<void>((resolve) => pool.once('remove', () => resolve()));
+          const { rows } = await pool.query<{ pid: number }>('select pg_backend_pid() as pid');
+          // Was: kept for pg-pool's 10 s whatever the setting (the test's own time limit is 5 s).
+          await removed;
+          await until('the backend gone', async () => (await owner.query('select 1 from pg_stat_activity where pid = $1', [rows[0]!.pid])).rowCount === 0, { everyMs: 10 });
+        }
+      } finally {
+        await short.close();
+      }
+      const unset = await setupDatabase(Config.load({ env: { SVC_CONFIG: '/dev/null', SVC_DATASOURCE_URL: url } }), { migrate: false });
+      try {
+        // The default, read where pg-pool reads it (a minute cannot be waited for here).
+        expect([unset.db.app, unset.db.worker].map((pool) => (pool as unknown as { options: { idleTimeoutMillis: number } }).options.idleTimeoutMillis)).toEqual([60_000, 60_000]);
+      } finally {
+        await unset.close();
+      }
+    } finally {
+      await owner.end();
+    }
+  }, 5_000);
+
   it('svc.migrate.on-start false with migrations pending: the start says so, naming the schemas', async () => {
     const { url, owner } = await migratedWithOwner();
     // One not yet applied: as if this hub's build had one more than the database.

@@ -107,6 +107,7 @@ export async function setupDatabase(config: Config, options: { migrate: boolean;
       poolSize: config.int('svc.datasource.pool-size'),
       connectTimeoutMs: config.duration('svc.datasource.connect-timeout'),
       closeTimeoutMs: config.duration('svc.datasource.close-timeout'),
+      idleTimeoutMs: config.duration('svc.datasource.idle-timeout'),
     });
     // Not waited for: a start neither waits on the check nor fails with it (the database may be down at start).
     workerPlanCacheWarning(db).then(
