@@ -1,6 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { constants as osConstants, tmpdir } from 'node:os';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -115,6 +115,17 @@ function processGroup(pgid: number): number[] {
       }
     })
     .map(Number);
+}
+
+/**
+ * The signals sent to process `pid` that wait, not yet delivered, while it is stopped (SIGSTOP, every
+ * signal but SIGKILL and SIGCONT waits): its /proc status's ShdPnd.
+ */
+function pendingSignals(pid: number): string[] {
+  const mask = BigInt(`0x${/^ShdPnd:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]}`);
+  return Object.entries(osConstants.signals)
+    .filter(([, number]) => (mask >> BigInt(number - 1)) & 1n)
+    .map(([name]) => name);
 }
 
 /** The client ports of the hub's application pool's connections to the server of `serverUrl` (pg_stat_activity). */
@@ -510,11 +521,13 @@ describe('svc-hub executable', () => {
     const initdbPid = await until('initdb to run', () => pidsWith(`--pgdata=${join(dataDir, 'pg.initdb')}`)[0], { timeoutMs: 60_000, everyMs: 5, detail: () => first.output() });
     const signalled = performance.now();
     process.kill(-first.child.pid!, 'SIGINT');
+    // How long initdb's group lived on after the signal (a whole initdb's run is the baseline, below).
+    await until('initdb and the PostgreSQL it runs to end', () => processGroup(initdbPid).length === 0, { timeoutMs: 60_000, everyMs: 5, detail: () => first.output() });
+    const cutMs = performance.now() - signalled;
     // Was: initdb and the server's start went on to their end (they were not cut), the interruption
     // taking effect once the server was up. Now initdb and the PostgreSQL it runs (its process group)
     // are killed, its work directory removed, and the start is interrupted at once: exit 1.
-    expect({ exit: await exitWithin(first, 20_000), output: first.output() }).toMatchObject({ exit: 1 });
-    expect(performance.now() - signalled).toBeLessThan(10_000);
+    expect({ exit: await exitWithin(first, 60_000), output: first.output() }).toMatchObject({ exit: 1 });
     expect(first.output()).toContain('SIGINT: interrupting the migrations');
     expect(first.output()).not.toContain('could not initialise');
     expect(first.output()).not.toContain('embedded PostgreSQL ready');
@@ -525,6 +538,14 @@ describe('svc-hub executable', () => {
     expect(processGroup(initdbPid)).toEqual([]);
     expect(['pg.initdb', 'pg.pw', join('pg', 'PG_VERSION')].filter((name) => existsSync(join(dataDir, name)))).toEqual([]);
     const again = start(['migrate'], { SVC_DATA_DIR: dataDir });
+    // The baseline, on the same machine under the same load: a whole initdb's run, from when it is seen
+    // to when its group has ended. Killed at once, initdb's group ends within a small part of it; left
+    // to run (not killed, or killed alone, the PostgreSQL it runs going on), it would live about as long.
+    const wholePid = await until('initdb to run again', () => pidsWith(`--pgdata=${join(dataDir, 'pg.initdb')}`)[0], { timeoutMs: 60_000, everyMs: 5, detail: () => again.output() });
+    const seen = performance.now();
+    await until('the whole initdb to end', () => processGroup(wholePid).length === 0, { timeoutMs: 60_000, everyMs: 5, detail: () => again.output() });
+    const wholeMs = performance.now() - seen;
+    expect(cutMs).toBeLessThan(wholeMs / 2);
     expect(await exitCodeShowingOutput(again)).toBe(0);
     expect(again.output()).toContain('initialising embedded PostgreSQL');
     expect(again.output()).toContain('migrations are up to date');
@@ -559,16 +580,17 @@ describe('svc-hub executable', () => {
     const hub = start(['serve'], { ...env, PORT: String(await freePort()) });
     await until('the server to wait in its restore_command', () => pidsWith(sleep).length > 0, { timeoutMs: 60_000, detail: () => hub.output() });
     const pgPid = Number(readFileSync(join(clusterDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-    const signalled = performance.now();
     hub.child.kill('SIGTERM');
     try {
       // Was: the hub waited for the server to get ready (120 s) until the stop's limit gave up (the
-      // grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid and the server left.
-      expect({ exit: await exitWithin(hub, 30_000), output: hub.output() }).toMatchObject({ exit: 0 });
-      expect(performance.now() - signalled).toBeLessThan(10_000);
+      // grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid and the server left. The wait
+      // here outlasts that limit, so a stop given up says so (a hang guard, not the measure of `at once`).
+      expect({ exit: await exitWithin(hub, 80_000), output: hub.output() }).toMatchObject({ exit: 0 });
+      expect(hub.output()).not.toContain('the stop did not end within');
       expect(hub.output()).toContain('the start was interrupted by the stop; what it had acquired is released');
       expect(hub.output()).not.toContain('embedded PostgreSQL ready');
       expect(existsSync(join(dataDir, 'hub.pid'))).toBe(false);
+      // Stopped by its immediate shutdown, not killed 10 s after it (a SIGKILLed postmaster leaves its postmaster.pid).
       expect(existsSync(join(clusterDir, 'postmaster.pid'))).toBe(false);
       expect(() => process.kill(pgPid, 0)).toThrow();
       expect(pidsWith(sleep)).toEqual([]);
@@ -600,14 +622,15 @@ describe('svc-hub executable', () => {
       for (const command of [hub, migrate]) {
         await until('the start to wait on the lock', () => command.output().includes('another process is applying the migrations'), { timeoutMs: 60_000, detail: () => command.output() });
       }
-      const signalled = performance.now();
       hub.child.kill('SIGTERM');
       migrate.child.kill('SIGTERM');
       // Was: still running, as long as the lock is held (the limit began only once the start had returned).
-      // The limit: the grace (1 s) and the margin (15 s); the interruption ends well within it.
-      expect({ exit: await exitWithin(hub, 16_000), output: hub.output() }).toMatchObject({ exit: 0 });
-      expect({ exit: await exitWithin(migrate, 16_000), output: migrate.output() }).toMatchObject({ exit: 1 });
-      expect(performance.now() - signalled).toBeLessThan(16_000);
+      // The limit: the grace (1 s) and the margin (15 s); the interruption ends within it, which the
+      // limit's give-up would say (exit 1, `the stop did not end within`). The wait here outlasts
+      // the limit (a hang guard): a process still running after it did not stop.
+      expect({ exit: await exitWithin(hub, 60_000), output: hub.output() }).toMatchObject({ exit: 0 });
+      expect({ exit: await exitWithin(migrate, 60_000), output: migrate.output() }).toMatchObject({ exit: 1 });
+      for (const command of [hub, migrate]) expect(command.output()).not.toContain('the stop did not end within');
       expect(hub.output()).toContain('SIGTERM: interrupting the start');
       expect(migrate.output()).toContain('SIGTERM: interrupting the migrations');
       for (const command of [hub, migrate]) {
@@ -670,19 +693,19 @@ describe('svc-hub executable', () => {
         await until('the embedded PostgreSQL to be ready', () => command.output().includes('embedded PostgreSQL ready'), { timeoutMs: 60_000, detail: () => command.output() });
         const pgPid = Number(readFileSync(join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]);
         await untilLoginHangs(serverUrl, which, () => command.output());
-        const signalled = performance.now();
         command.child.kill('SIGTERM');
         const exit = await exitWithin(command, 80_000);
         const output = command.output();
-        return { exit, ms: performance.now() - signalled, output, beforeSignal: output.slice(0, output.indexOf('SIGTERM: ')), pgPid };
+        return { exit, output, beforeSignal: output.slice(0, output.indexOf('SIGTERM: ')), pgPid };
       };
       for (const role of roles) {
         let run = await signalledWhileHung(role);
         for (let attempt = 2; bound && run.beforeSignal.includes(bound) && attempt <= 3; attempt++) run = await signalledWhileHung(role);
         // Was: given up at the limit (the grace, 15 s, the embedded server's stop: 56 s), exit 1, hub.pid left.
         expect({ waits, role, exit: run.exit, output: run.output }).toMatchObject({ exit: 0 });
-        // The embedded server's fast shutdown ends the sessions sleeping in their login.
-        expect(run.ms).toBeLessThan(10_000);
+        // The embedded server's fast shutdown ends the sessions sleeping in their login: no immediate
+        // shutdown after its wait (30 s), which the hub would log.
+        expect(run.output).not.toContain('did not stop within');
         expect(run.output).toContain('the start was interrupted by the stop; what it had acquired is released');
         // The step's failure is the interruption's consequence, not news: the start's one line says it.
         if (bound) expect(run.output).not.toContain(bound);
@@ -842,14 +865,18 @@ describeRequiring(tmuxProblem(), 'tmux', 'svc-hub started from a terminal that h
     try {
       const again = start(['serve'], { ...env, PORT: String(port) });
       await until('the start to stop the orphan', () => again.output().includes('stopping the embedded PostgreSQL a previous hub left running'), { timeoutMs: 60_000, detail: () => again.output() });
-      const signalled = performance.now();
       again.child.kill('SIGTERM');
-      // Was: the start waited for the orphan's fast shutdown (30 s) and its immediate one (10 s).
-      expect({ exit: await exitWithin(again, 30_000), output: again.output() }).toMatchObject({ exit: 0 });
-      expect(performance.now() - signalled).toBeLessThan(10_000);
+      // Was: the start waited for the orphan's fast shutdown (30 s) and its immediate one (10 s) (the
+      // orphan's pending signals, below, show it). The wait here outlasts both and the stop's limit
+      // (the grace, 15 s, the embedded server's stop: 56 s), a hang guard: a start that waited for
+      // them, or a stop given up at the limit, is seen for what it is.
+      expect({ exit: await exitWithin(again, 80_000), output: again.output() }).toMatchObject({ exit: 0 });
       expect(again.output().match(/the start was interrupted by the stop; what it had acquired is released/g)).toHaveLength(1);
       expect(again.output()).not.toMatch(/the stop did not end within|does not stop|"level":50|"level":60|\bERROR\b|\bFATAL\b/);
       expect(isLive(pgPid)).toBe(true);
+      // The wait for the orphan's stop ended at once: the orphan was sent its fast shutdown (SIGINT),
+      // never the immediate one (SIGQUIT) the wait sends after 30 s, which would then wait here too.
+      expect(pendingSignals(pgPid)).toEqual(['SIGINT']);
     } finally {
       for (const pid of frozen) process.kill(pid, 'SIGCONT');
     }
