@@ -120,12 +120,14 @@ describe('WebhookSender', () => {
   });
 
   it('an endless body: the first characters kept, and the attempt ends without waiting for the rest', async () => {
-    const started = performance.now();
-    const outcome = await withSender((s) => s.send(`${base}/endless`, {}, '{}'), { timeoutMs: 5_000 });
+    const outcome = await withSender((s) => s.send(`${base}/endless`, {}, '{}'), { timeoutMs: 20_000 });
     expect(outcome).toMatchObject({ ok: true, httpStatus: 200, error: null });
     expect(outcome.responseBody).toBe('x'.repeat(RESPONSE_BODY_MAX));
-    expect(performance.now() - started).toBeLessThan(2_500);
-  });
+    // Ended by what it read, not by the attempt's time (20 s), which ends it with the same answer: half
+    // of it is a bound no loaded machine reaches for the first chunk of a local answer (2.5 s of 5 s did
+    // not hold under load for the abort below).
+    expect(outcome.durationMs).toBeLessThan(10_000);
+  }, 60_000); // room for the attempt's time, should it wait for it
 
   it('characters, not bytes, are kept, and none is cut in two', async () => {
     const outcome = await withSender((s) => s.send(`${base}/emoji`, {}, '{}'));
@@ -146,7 +148,11 @@ describe('WebhookSender', () => {
     expect(outcome).toMatchObject({ ok: true, httpStatus: 200, error: null });
     expect(outcome.responseBody).toMatch(/^\.+$/);
     expect(took).toBeGreaterThanOrEqual(550);
-    expect(took).toBeLessThan(3_000);
+    // Cut at that sum, not later, counted on the answer's own clock: its server writes a dot every
+    // 100 ms from the request's arrival, on this process's event loop as the sender's timer is, so
+    // at most 6 (600 ms) come before the cut however late a loaded machine runs them both (an
+    // interval that ran late does not catch up); a cut later would keep more.
+    expect(outcome.responseBody!.length).toBeLessThanOrEqual(6);
   });
 
   it('a connection reset mid-body: the answer kept with what was read', async () => {
