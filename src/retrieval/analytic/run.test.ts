@@ -151,8 +151,10 @@ describe('runReadOnly', () => {
       const started = performance.now();
       const err = await refusal(sql, 1000);
       expect(err.message).toBe('The query ran longer than 1000 ms and was stopped.');
-      // Cancelled at the timeout, not when the join would end (hours): a second's leeway for a busy machine.
-      expect(performance.now() - started).toBeLessThan(2000);
+      // Cancelled at the timeout, not when the join would end (hours): a hang guard of five times the
+      // timeout (a second's leeway was little for a busy machine, the one statement's answer after its
+      // cancel in a server under load, and proved nothing more: the message says the timeout cut it).
+      expect(performance.now() - started).toBeLessThan(5 * 1000);
     }
   });
 
