@@ -2,9 +2,7 @@ import Koa from 'koa';
 import type { AreaServices } from '../src/runtime/services.js';
 import type { RouteDecl } from './route.js';
 import { bodyBytesReader } from './body-bytes.js';
-import { accessLog } from './middleware/access-log.js';
-import { errorMapper } from './middleware/errors.js';
-import { requestContext } from './middleware/request-context.js';
+import { requestFrame } from './middleware/frame.js';
 import { openApiDocument } from './openapi.js';
 import { mountRoutes } from './router.js';
 import { bffRoutes } from './routes/bff/bff.js';
@@ -56,8 +54,9 @@ export function routeTable(options: Pick<ApiOptions, 'routes' | 'extraRoutes'>, 
 }
 
 /**
- * The Koa application. Middleware, top to bottom: request id + trace span, access log, the error
- * mapper, the routes (each with its gate, then its body read, then validation).
+ * The Koa application. Middleware, top to bottom: the request's frame (request id + trace span, access
+ * log, the error mapping, the body of a 404 or 405: apiserver/middleware/frame.ts), the routes (each
+ * with its gate, then its body read, then validation).
  */
 export function createApi(services: AreaServices, options: ApiOptions): Koa {
   const routes = [...(options.routes ?? allRoutes()), ...(options.extraRoutes ?? [])];
@@ -77,9 +76,7 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   }
   // What a client is told: the limit, so that it knows what to send instead.
   const tooLarge = `body too large: more than the ${services.config.bytes('svc.http.body-limit').toLocaleString('en-US')} bytes a body may hold (svc.http.body-limit)`;
-  app.use(requestContext);
-  app.use(accessLog);
-  app.use(errorMapper);
+  app.use(requestFrame);
   // A body that cannot be read: a 413 past the limit, else a 400 saying why.
   const refuseBody = (err: Error, ctx: Koa.Context): never =>
     ctx.throw(/too large/i.test(err.message) ? 413 : 400, /too large/i.test(err.message) ? tooLarge : `body is not valid: ${err.message}`);
@@ -89,24 +86,7 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   // compressed body); a client gone before the end of it ends the request.
   const readBody = bodyBytesReader(services.config.bytes('svc.http.body-limit'), refuseBody);
   const router = mountRoutes(routeTable(options, documentOnce), services, readBody);
-  app.use(unanswered);
   app.use(router.routes());
   app.use(router.allowedMethods());
   return app;
-}
-
-/**
- * What no route answered: an unknown path is a 404 `{error: "not found"}`, a path served for other
- * methods a 405 `{error}` naming them (the router sets the status and `Allow` once everything
- * downstream has run, so the body is written here, after it).
- */
-async function unanswered(ctx: Koa.Context, next: Koa.Next): Promise<void> {
-  await next();
-  if (ctx.body !== undefined) return;
-  if (ctx.status === 404) {
-    ctx.status = 404;
-    ctx.body = { error: 'not found' };
-  } else if (ctx.status === 405) {
-    ctx.body = { error: `method ${ctx.method} is not allowed on this path; it takes ${ctx.response.get('Allow') || 'no method'}` };
-  }
 }

@@ -5,12 +5,10 @@ import Koa from 'koa';
 import pg from 'pg';
 import { createTestDatabase } from '../../test/harness/database.js';
 import { captureLogs, type LogCapture } from '../../test/harness/log-capture.js';
-import { accessLog } from './access-log.js';
-import { errorMapper } from './errors.js';
-import { requestContext } from './request-context.js';
+import { requestFrame } from './frame.js';
 
 /**
- * The hub's first three middlewares, in the hub's order, in front of handlers whose bodies Koa
+ * The hub's frame (request context, access log, error mapping) in front of handlers whose bodies Koa
  * cannot (or can) serialise: what the client gets and what the log says must agree.
  */
 let logs: LogCapture;
@@ -21,9 +19,7 @@ beforeAll(async () => {
   logs = captureLogs('debug');
   const app = new Koa();
   app.silent = true;
-  app.use(requestContext);
-  app.use(accessLog);
-  app.use(errorMapper);
+  app.use(requestFrame);
   app.use(async (ctx) => {
     if (ctx.path === '/bigint') ctx.body = { count: 1n };
     else if (ctx.path === '/cycle') {

@@ -68,10 +68,10 @@ function enter<T>(k: number, values: unknown[], traced: OtelContext, fn: () => T
   return carried[k]!.run(values[k], enter, k - 1, values, traced, fn) as T;
 }
 
-/** Runs fn with ctx merged over the surrounding context. */
-export function runWithContext<T>(ctx: WorkContext, fn: () => T): T {
+/** Runs fn (with `args`: no closure needed to hand it its arguments) with ctx merged over the surrounding context. */
+export function runWithContext<T, A extends unknown[] = []>(ctx: WorkContext, fn: (...args: A) => T, ...args: A): T {
   const parent = storage.getStore();
-  return storage.run({ ...parent, ...ctx, secrets: ctx.secrets ?? parent?.secrets ?? new Set() }, fn);
+  return storage.run({ ...parent, ...ctx, secrets: ctx.secrets ?? parent?.secrets ?? new Set() }, fn, ...args);
 }
 
 /**
