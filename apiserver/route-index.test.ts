@@ -7,7 +7,7 @@ import type { AreaServices } from '../src/runtime/services.js';
 
 /**
  * The route index (apiserver/route-index.ts) finds the same layers, in the same order, as
- * @koa/router's own scan of every layer, for every declared route's path (parameters filled, in other
+ * @koa/router's own scan of every layer (and remembers them: asked again, the same answer), for every declared route's path (parameters filled, in other
  * cases, with a trailing slash, a segment more or less) and paths no route declares.
  */
 
@@ -69,6 +69,13 @@ describe('route index', () => {
         });
         expect(a.path).toEqual(b.path);
         expect(a.pathAndMethod).toEqual(b.pathAndMethod);
+        // Asked again, the remembered answer: the same, whatever was done to the arrays of the first.
+        a.path.push(a.path[0]!);
+        a.pathAndMethod.length = 0;
+        const again = indexed(path, method);
+        expect(again.path).toEqual(b.path);
+        expect(again.pathAndMethod).toEqual(b.pathAndMethod);
+        expect(again.route).toBe(b.route);
         compared += b.pathAndMethod.length;
       }
     }

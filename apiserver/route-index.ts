@@ -50,12 +50,21 @@ function pathKey(path: string): string {
   return path.slice(1, third === -1 ? path.length : third).toLowerCase();
 }
 
+/** Paths longer than this are matched afresh each time (a path is the caller's to make up, up to Node's 16 KiB header limit). */
+const CACHED_PATH_MAX = 256;
+/** Matches remembered at most; past that the cache is emptied and fills again with the paths in use. */
+const CACHED_MATCHES_MAX = 2_000;
+
 /**
- * Makes `router.match` test only the layers that can match the path (see above). Call once every
- * layer is registered; a layer registered afterwards rebuilds the index on the next request.
+ * Makes `router.match` test only the layers that can match the path (see above), and remember the
+ * answer for a path and method it has seen (up to CACHED_MATCHES_MAX of them, paths of at most
+ * CACHED_PATH_MAX characters): a busy route's requests test no pattern at all. The answer depends on
+ * the path, the method and the layers alone, and each call gets arrays of its own (the router keeps
+ * the first in `ctx.matched`). Call once every layer is registered; a layer registered afterwards
+ * rebuilds the index, and empties the cache, on the next request.
  */
 export function indexRouter(router: Router): void {
-  let built: { size: number; byKey: Map<string, Layer[]>; anyPath: Layer[] } | undefined;
+  let built: { size: number; byKey: Map<string, Layer[]>; anyPath: Layer[]; cache: Map<string, MatchResult> } | undefined;
   const build = () => {
     const stack = router.stack as Layer[];
     const keys = stack.map(layerKey);
@@ -63,10 +72,14 @@ export function indexRouter(router: Router): void {
     const byKey = new Map<string, Layer[]>();
     // Each key's candidates in the order of registration, the layers of any path among them.
     for (const key of new Set(keys)) if (key !== undefined) byKey.set(key, stack.filter((_, i) => keys[i] === undefined || keys[i] === key));
-    return { size: stack.length, byKey, anyPath };
+    return { size: stack.length, byKey, anyPath, cache: new Map<string, MatchResult>() };
   };
   (router as unknown as { match(path: string, method: string): MatchResult }).match = (path, method) => {
     if (built?.size !== router.stack.length) built = build();
+    const cacheable = path.length <= CACHED_PATH_MAX;
+    const cacheKey = cacheable ? `${method} ${path}` : '';
+    const known = cacheable ? built.cache.get(cacheKey) : undefined;
+    if (known) return { path: [...known.path], pathAndMethod: [...known.pathAndMethod], route: known.route };
     const candidates = built.byKey.get(pathKey(path)) ?? built.anyPath;
     // As Router.prototype.match, over the candidates.
     const result: MatchResult = { path: [], pathAndMethod: [], route: false };
@@ -78,6 +91,10 @@ export function indexRouter(router: Router): void {
         result.pathAndMethod.push(layer);
         if (layer.methods.length > 0) result.route = true;
       }
+    }
+    if (cacheable) {
+      if (built.cache.size >= CACHED_MATCHES_MAX) built.cache.clear();
+      built.cache.set(cacheKey, { path: [...result.path], pathAndMethod: [...result.pathAndMethod], route: result.route });
     }
     return result;
   };
