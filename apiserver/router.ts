@@ -5,7 +5,8 @@ import type { Context } from 'koa';
 import { type Principal, satisfies } from '../src/auth/principal.js';
 import { AuthenticationRequired, Forbidden, MissingIntegratorRole, PayloadTooLarge, UnsupportedMediaType, ValidationError } from '../src/errors.js';
 import { auditCall, audited, recordCall } from './middleware/audit.js';
-import { databaseUnreachable, errorStatus } from './middleware/errors.js';
+import { answerJsonText, databaseUnreachable, errorStatus } from './middleware/errors.js';
+import { JsonText } from '../src/db/json-text.js';
 import { loggableMessage } from '../src/observability/database-errors.js';
 import { logger } from '../src/observability/logger.js';
 import { annotateContext } from '../src/observability/context.js';
@@ -67,9 +68,9 @@ export function mountRoutes(routes: RouteDecl[], services: AreaServices, readBod
         const read = decl.body ? await parseBody(ctx, decl, services, principal, readBody) : undefined;
         const body = decl.body ? validate(decl.body, read!.value, 'body') : undefined;
         const result = await decl.handler({ params, query, body, principal, services, ctx, streamed: read?.streamed });
-        if (result !== undefined) {
-          ctx.body = result;
-        }
+        // A list the database serialised is answered at once (the frame would turn it into its text after the route).
+        if (result instanceof JsonText) answerJsonText(ctx, result);
+        else if (result !== undefined) ctx.body = result;
         if (audit) recordCall(services.audit, decl, ctx, ctx.status);
       } catch (err) {
         if (decl.whileDatabaseUnreachable && databaseUnreachable(err)) {

@@ -147,15 +147,22 @@ function notMigrated(err: unknown): boolean {
 export function serialiseJsonBody(ctx: Context): void {
   const body: unknown = ctx.body;
   if (body instanceof JsonText) {
-    // Serialised by the database (src/db/json-text.ts): the answer as it is.
-    ctx.type = 'application/json; charset=utf-8';
-    ctx.body = body.text;
+    answerJsonText(ctx, body);
     return;
   }
   if (body === null || typeof body !== 'object' || ctx.method === 'HEAD' || !ctx.writable) return;
   if (Buffer.isBuffer(body) || body instanceof Blob || body instanceof ReadableStream || body instanceof Response) return;
   if (typeof (body as { pipe?: unknown }).pipe === 'function') return;
   ctx.body = JSON.stringify(body);
+}
+
+/**
+ * A list serialised by the database (src/db/json-text.ts) as the answer, as it is: its text under
+ * JSON's media type (the header set as Koa's `ctx.type` would set it, without looking the type up).
+ */
+export function answerJsonText(ctx: Context, body: JsonText): void {
+  ctx.set('Content-Type', 'application/json; charset=utf-8');
+  ctx.body = body.text;
 }
 
 /** A PostgreSQL refusal of a value (src/validation/database-refusals.ts) as the caller's 400 `{error, hint}`. */
