@@ -175,14 +175,20 @@ function claimPath(field: string): string {
 /** The headers that say who calls under the dev bypass, as documented. */
 const DEV_HEADERS = ['X-Tenant-ID', 'X-Impersonate-Tenant', 'X-User-ID'];
 
-/** The first of `names` (matched in any letter case) that `rawHeaders` (name, value, name, value, …) gives more than once. */
+/**
+ * The first of `names` (matched in any letter case) that `rawHeaders` (name, value, name, value, …) gives more than
+ * once. Read on every request: no map of every header, only a header of a name's length is lowercased.
+ */
 function givenTwice(rawHeaders: readonly string[], names: readonly string[]): string | undefined {
-  const counts = new Map<string, number>();
-  for (let i = 0; i < rawHeaders.length; i += 2) {
-    const name = rawHeaders[i]!.toLowerCase();
-    counts.set(name, (counts.get(name) ?? 0) + 1);
+  for (const name of names) {
+    const lower = name.toLowerCase();
+    let seen = 0;
+    for (let i = 0; i < rawHeaders.length; i += 2) {
+      const given = rawHeaders[i]!;
+      if (given.length === lower.length && given.toLowerCase() === lower && ++seen > 1) return name;
+    }
   }
-  return names.find((name) => (counts.get(name.toLowerCase()) ?? 0) > 1);
+  return undefined;
 }
 
 function single(value: string | string[] | undefined): string | undefined {
