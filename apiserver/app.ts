@@ -5,6 +5,7 @@ import { bodyBytesReader } from './body-bytes.js';
 import { requestFrame } from './middleware/frame.js';
 import { openApiDocument } from './openapi.js';
 import { mountRoutes } from './router.js';
+import { dispatchOf } from './route-index.js';
 import { bffRoutes } from './routes/bff/bff.js';
 import { connectorRunRoutes } from './routes/connectors/connector-runs.js';
 import { connectorToolRoutes } from './routes/connectors/connector-tools.js';
@@ -86,7 +87,7 @@ export function createApi(services: AreaServices, options: ApiOptions): Koa {
   // compressed body); a client gone before the end of it ends the request.
   const readBody = bodyBytesReader(services.config.bytes('svc.http.body-limit'), refuseBody);
   const router = mountRoutes(routeTable(options, documentOnce), services, readBody);
-  app.use(router.routes());
+  app.use(dispatchOf(router) as Koa.Middleware);
   app.use(router.allowedMethods());
   return app;
 }

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import Router, { type Layer } from '@koa/router';
 import { routeTable } from './app.js';
-import { indexRouter, layerKey } from './route-index.js';
+import { dispatchOf, indexRouter, layerKey } from './route-index.js';
 import { mountRoutes, type BodyReader } from './router.js';
 import type { AreaServices } from '../src/runtime/services.js';
 
@@ -105,5 +105,79 @@ describe('route index', () => {
     expect(match('/api/a/c', 'GET').route).toBe(false);
     r.get('/api/a/c', async () => undefined);
     expect(match('/api/a/c', 'GET').route).toBe(true);
+  });
+});
+
+describe('dispatch', () => {
+  type Ctx = Record<string, unknown> & { method: string; path: string; request: Record<string, unknown> };
+  /** A router whose layers record what they saw of the context, as the hub's: params, a floor of any path that goes on, two layers of one path. */
+  function recording(seen: string[]): Router {
+    const r = new Router();
+    const record = (name: string, goOn: boolean) => async (ctx: Ctx, next: () => Promise<unknown>) => {
+      seen.push(`${name} ${JSON.stringify(ctx.params)} ${String(ctx.routerPath)} ${String(ctx._matchedRoute)}`);
+      if (goOn) await next();
+      seen.push(`${name} done`);
+    };
+    r.register('/api/a/:id', ['GET'], record('audit', true) as never);
+    r.register('/api/a/:id', ['GET'], record('route', false) as never);
+    r.register('/api/b/:x/:y', ['GET', 'POST'], record('two', true) as never);
+    r.get('/api/c', async () => {
+      throw new Error('refused');
+    });
+    r.get('/api/d', (() => {
+      throw new Error('thrown at once');
+    }) as never);
+    r.get('/api/e', (async (_ctx: Ctx, next: () => Promise<unknown>) => {
+      await next();
+      await next();
+    }) as never);
+    r.all(/^\/api\/(a|b)(?:\/.*)?$/i, record('floor', true) as never);
+    indexRouter(r);
+    return r;
+  }
+
+  async function run(use: (r: Router) => (ctx: Ctx, next: () => Promise<unknown>) => unknown, method: string, path: string) {
+    const seen: string[] = [];
+    const r = recording(seen);
+    const ctx: Ctx = { method, path, request: {}, host: 'example.org' };
+    let outcome: string;
+    try {
+      await use(r)(ctx, async () => {
+        seen.push('next');
+      });
+      outcome = 'resolved';
+    } catch (err) {
+      outcome = `rejected: ${(err as Error).message}`;
+    }
+    const fields = Object.fromEntries(['params', 'captures', 'routerPath', 'routerName', '_matchedRoute', '_matchedRouteName', 'routeMatched'].map((k) => [k, ctx[k]]));
+    return { seen, outcome, fields, requestParams: ctx.request.params, matched: (ctx.matched as Layer[] | undefined)?.map((l) => String(l.path)), router: ctx.router === r };
+  }
+
+  it('runs the same layers, in the same order, with the same context as the router its own dispatch', async () => {
+    const own = (r: Router) => r.routes() as unknown as (ctx: Ctx, next: () => Promise<unknown>) => unknown;
+    const ours = (r: Router) => dispatchOf(r) as unknown as (ctx: Ctx, next: () => Promise<unknown>) => unknown;
+    const cases: Array<[string, string]> = [
+      ['GET', '/api/a/7'],
+      ['GET', '/API/A/%C3%A9t%C3%A9'],
+      ['POST', '/api/a/7'],
+      ['GET', '/api/b/1/2'],
+      ['POST', '/api/b/1/2'],
+      ['DELETE', '/api/b/1/2'],
+      ['GET', '/api/b'],
+      ['GET', '/api/c'],
+      ['GET', '/api/d'],
+      ['GET', '/api/e'],
+      ['GET', '/nothing'],
+    ];
+    for (const [method, path] of cases) {
+      const expected = await run(own, method, path);
+      expect({ method, path, ...(await run(ours, method, path)) }).toEqual({ method, path, ...expected });
+    }
+  });
+
+  it('is the router its own for a router with a host, prefix or exclusive option', () => {
+    for (const r of [new Router({ host: 'example.org' }), new Router({ prefix: '/api' }), new Router({ exclusive: true })]) {
+      expect((dispatchOf(r) as unknown as { router?: Router }).router).toBe(r);
+    }
   });
 });

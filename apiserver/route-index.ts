@@ -1,5 +1,6 @@
 import type Router from '@koa/router';
 import type { Layer } from '@koa/router';
+import type { Context } from 'koa';
 
 /**
  * @koa/router finds a request's routes by testing the path against every layer's pattern, in the
@@ -98,4 +99,86 @@ export function indexRouter(router: Router): void {
     }
     return result;
   };
+}
+
+type Middleware = (ctx: Context, next: () => Promise<unknown>) => unknown;
+/** What @koa/router's dispatch reads and writes on the request's context. */
+type RoutedContext = Context & {
+  matched?: Layer[];
+  router?: Router;
+  routeMatched?: boolean;
+  captures?: string[];
+  routerPath?: string;
+  routerName?: string;
+  newRouterPath?: string;
+  _matchedRoute?: string | RegExp;
+  _matchedRouteName?: string;
+};
+
+/**
+ * The router's dispatch (`router.routes()`), as @koa/router's own does it for a router without a
+ * host, prefix, `exclusive` or `routerPath` option (the hub's; for any other, the router's own): the
+ * same layers run in the same order with the same `ctx.params`, `ctx.matched`, `ctx.routerPath` and
+ * `ctx._matchedRoute`, and a request no route serves goes on to the next middleware (through the
+ * router's `not-found` event, as its own). Without what it does per request for nothing here: reading
+ * `ctx.host` (Koa splits the Host header) to match no host, composing a new chain of closures and
+ * copying the matched layers reversed.
+ */
+export function dispatchOf(router: Router): Middleware {
+  const opts = (router as unknown as { opts: Record<string, unknown> }).opts;
+  if (router.host || router.exclusive || opts.prefix || opts.routerPath) return router.routes() as unknown as Middleware;
+  const events = (router as unknown as { _events: { emit(event: string, ctx: Context, next: () => Promise<unknown>): unknown } })._events;
+  return (context, next) => {
+    const ctx = context as RoutedContext;
+    const path = ctx.newRouterPath || ctx.path || ctx.routerPath || '';
+    const matched = (router as unknown as { match(path: string, method: string): MatchResult }).match(path, ctx.method);
+    if (ctx.matched) ctx.matched.push(...matched.path);
+    else ctx.matched = matched.path;
+    ctx.router = router;
+    ctx.routeMatched = matched.route;
+    if (!matched.route) return events.emit('not-found', ctx, next);
+    const layers = matched.pathAndMethod;
+    for (let i = layers.length - 1; i >= 0; i--) {
+      const layer = layers[i]!;
+      if (layer.methods.length === 0) continue;
+      ctx._matchedRoute = layer.path;
+      if (layer.name) ctx._matchedRouteName = layer.name;
+      break;
+    }
+    return step(ctx, layers, 0, 0, path, next);
+  };
+}
+
+/**
+ * Runs the stack of `layers[li]` from its `si`-th middleware, then the next layers' (each entered as
+ * the router enters it: its captures and parameters on `ctx`), then `done`: koa-compose's rules (a
+ * promise from every step, a throw as a rejection, `next()` at most once per step).
+ */
+function step(ctx: RoutedContext, layers: Layer[], li: number, si: number, path: string, done: () => Promise<unknown>): Promise<unknown> {
+  if (li === layers.length) return done();
+  const layer = layers[li]!;
+  if (si === 0) {
+    ctx.captures = layer.captures(path);
+    const params = layer.params(path, ctx.captures || [], ctx.params);
+    (ctx.request as Context["request"] & { params?: Record<string, string> }).params = params;
+    ctx.params = params;
+    ctx.routerPath = layer.path as string;
+    ctx.routerName = layer.name || undefined;
+    ctx._matchedRoute = layer.path;
+    if (layer.name) ctx._matchedRouteName = layer.name;
+  }
+  const stack = layer.stack as unknown as Middleware[];
+  if (si === stack.length) return step(ctx, layers, li + 1, 0, path, done);
+  let called = false;
+  try {
+    return Promise.resolve(
+      stack[si]!(ctx, () => {
+        if (called) return Promise.reject(new Error('next() called multiple times'));
+        called = true;
+        return step(ctx, layers, li, si + 1, path, done);
+      }),
+    );
+  } catch (err) {
+    return Promise.reject(err);
+  }
 }
