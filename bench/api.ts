@@ -2,11 +2,13 @@
  * The API benchmark (issue 11 item 8, CONTRACTS.md section 8): the hub's read paths under a fixed
  * request rate, beside a bare node:http handler driven the same way in the same run.
  *
- * An in-process hub (`api` and `background`, as `svc-hub all`) on an embedded PostgreSQL, seeded with
- * realistic data through its own API and paths: API_CONNECTORS connectors (default 20) each run once
- * against the demo source (API_ROWS rows, default 50; so the runs list has rows), one HMAC-signed
- * integration that received API_EVENTS events (default 2000, so the deliveries lists have rows). The
- * load starts once the background roles have indexed and embedded what the seeding ingested and
+ * An in-process hub (`api` and `background`, as `svc-hub all`) on an embedded PostgreSQL, its dev
+ * bypass off: every request carries a bearer JWT (RS256) that the hub verifies against the keys of
+ * an OIDC issuer the bench runs on loopback (test/harness/tokens.ts), found through its discovery
+ * document, as in production. Seeded with realistic data through its own API and paths:
+ * API_CONNECTORS connectors (default 20) each run once against the demo source (API_ROWS rows,
+ * default 50; so the runs list has rows), one HMAC-signed integration that received API_EVENTS
+ * events (default 2000, so the deliveries lists have rows). The load starts once the background roles have indexed and embedded what the seeding ingested and
  * autovacuum has analyzed the tables the routes read (the listings' plans depend on it; a hub that
  * has run for a minute or two has those statistics, one in its first minute may not). Then a
  * load generator in a child process (bench/support/api-load.ts) drives six read routes at API_RATE
@@ -20,7 +22,9 @@
  * generator): a figure the machine's slow phases move far less than the tail. The target (p99 over
  * all routes < 20 ms at API_RATE, no errors, no non-2xx) is judged on each load: `target.autocannon`
  * (the requirement's own load), `target.even`, and `target.met` when both are met.
- * The ceiling: the same load generators, routes, rate, connections and duration, against a
+ * Each connection of the load is a caller of its own (its own subject and token, the roles the routes
+ * need, tenant 1). The ceiling: the same load generators, routes, rate, connections, duration and
+ * headers (the same tokens: the same bytes on the wire, none of them verified), against a
  * node:http handler answering a small JSON object, measured after the hub has stopped (its API and
  * background roles; PostgreSQL stays up, idle), so on a quiet process. Writes bench/results/api.json.
  *
@@ -45,6 +49,7 @@ import { request } from 'undici';
 import { type Hub, startHub } from '../cmd/compose.js';
 import { startEmbedded } from '../src/db/embedded.js';
 import { createLogger, setLogger } from '../src/observability/logger.js';
+import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
 import type { LoadAnswer, LoadFigures, LoadGo, LoadProgress, LoadRequest, LoadTarget } from './support/api-load.js';
 
 type Pacing = LoadRequest['pacing'];
@@ -109,7 +114,29 @@ function nonNegativeInt(name: string, fallback: number): number {
 }
 
 const log = (line: string) => process.stdout.write(`${line}\n`);
-const headers = { 'X-Tenant-ID': String(TENANT) };
+
+/**
+ * How the bench's callers authenticate: bearer JWTs signed RS256 by the bench's own OIDC issuer
+ * (test/harness/tokens.ts, on loopback), verified by the hub on every request as in production (the
+ * dev bypass is off). Each token names tenant TENANT and carries the roles the seeding and the six
+ * routes need.
+ */
+const AUTH = 'bearer RS256';
+const ROLES = ['svc_user', 'svc_integrator', 'svc_admin'];
+/**
+ * Seconds a token is valid for: an hour, and the hub's two measured loads with their warm-ups (the
+ * seeding's token is minted before the seeding, the load's once the seeding and the waits are over,
+ * just before the loads). The hub refuses a token valid for longer than svc.oidc.max-token-lifetime:
+ * raised to this when it is longer than the default 24 hours.
+ */
+const TOKEN_SECONDS = 2 * (WARMUP_SECONDS + SECONDS) + 3600;
+const MAX_TOKEN_LIFETIME: Record<string, string> = TOKEN_SECONDS > 86_400 ? { 'svc.oidc.max-token-lifetime': `${TOKEN_SECONDS}s` } : {};
+
+/** The headers of one caller: its own subject (a hub user provisioned on its first call), tenant TENANT, ROLES. */
+async function callerHeaders(issuer: TestIssuer, subject: string): Promise<Record<string, string>> {
+  const token = await issuer.mint({ tenant_id: TENANT, realm_access: { roles: ROLES }, preferred_username: subject }, { subject, expiresIn: TOKEN_SECONDS });
+  return { Authorization: `Bearer ${token}` };
+}
 
 function pacingFrom(name: string, fallback: Pacing): Pacing {
   const raw = process.env[name]?.trim();
@@ -118,7 +145,7 @@ function pacingFrom(name: string, fallback: Pacing): Pacing {
   return raw;
 }
 
-async function api<T>(base: string, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: T }> {
+async function api<T>(base: string, headers: Record<string, string>, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; json: T }> {
   const res = await request(`${base}${path}`, {
     method,
     headers: { ...headers, 'Content-Type': 'application/json' },
@@ -170,8 +197,11 @@ async function startBare(): Promise<{ url: string; close(): Promise<void> }> {
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => closeServer(server) };
 }
 
-/** Seeds the hub with connectors and their runs, and an integration with deliveries. Answers the integration id. */
-async function seed(hub: Hub, source: DemoSourceProcess, receiver: Awaited<ReturnType<typeof startReceiver>>): Promise<number> {
+/**
+ * Seeds the hub with connectors and their runs, and an integration with deliveries, through its API
+ * as the caller of `headers`; the events are emitted in-process. Answers the integration id.
+ */
+async function seed(hub: Hub, headers: Record<string, string>, source: DemoSourceProcess, receiver: Awaited<ReturnType<typeof startReceiver>>): Promise<number> {
   const base = hub.url!;
   process.env.BENCH_DEMO_TOKEN = 'demo-bearer-token';
   for (let i = 1; i <= CONNECTORS; i++) {
@@ -194,24 +224,24 @@ async function seed(hub: Hub, source: DemoSourceProcess, receiver: Awaited<Retur
         ],
       },
     };
-    const applied = await api(base, 'POST', '/api/connectors/apply', manifest);
+    const applied = await api(base, headers, 'POST', '/api/connectors/apply', manifest);
     if (applied.status !== 200 && applied.status !== 201) throw new Error(`apply answered ${applied.status}: ${JSON.stringify(applied.json)}`);
   }
   // One run after the other: the first runs of connectors with different new tables, started at
   // once, can fail with 'tuple concurrently updated' (the schema grant of the table creation).
   for (let i = 1; i <= CONNECTORS; i++) {
-    const started = await api<{ runs: Array<{ id: string }> }>(base, 'POST', `/api/connectors/api-bench-${i}/runs`, {});
+    const started = await api<{ runs: Array<{ id: string }> }>(base, headers, 'POST', `/api/connectors/api-bench-${i}/runs`, {});
     if (started.status !== 202) throw new Error(`starting a run answered ${started.status}: ${JSON.stringify(started.json)}`);
     const id = started.json.runs[0]!.id;
     await until(`run ${id}`, async () => {
-      const run = (await api<{ status: string; errorMessage: string | null }>(base, 'GET', `/api/platform/runs/${id}`)).json;
+      const run = (await api<{ status: string; errorMessage: string | null }>(base, headers, 'GET', `/api/platform/runs/${id}`)).json;
       if (run.status === 'Running') return false;
       if (run.status !== 'Completed') throw new Error(`seed run ${id} ended ${run.status}: ${run.errorMessage}`);
       return true;
     });
   }
 
-  const created = await api<{ id: number }>(base, 'POST', `/api/tenants/${TENANT}/integrations`, {
+  const created = await api<{ id: number }>(base, headers, 'POST', `/api/tenants/${TENANT}/integrations`, {
     name: 'api-bench',
     targetUrl: `${receiver.url}/hook`,
     eventTypes: ['org.*'],
@@ -338,13 +368,16 @@ function targetVerdicts(autocannonLoad: LoadFigures['overall'], evenLoad: LoadFi
 async function main(): Promise<void> {
   const benchStart = performance.now();
   setLogger(createLogger({ level: 'warn', json: true }));
-  log(`api benchmark: ${RATE} requests/s for ${SECONDS} s (warm-up ${WARMUP_SECONDS} s), ${CONNECTIONS} connections per route, ${process.version}, ${cpus().length} CPUs`);
+  log(
+    `api benchmark: ${RATE} requests/s for ${SECONDS} s (warm-up ${WARMUP_SECONDS} s), ${CONNECTIONS} connections per route, ${AUTH} (a token per connection, verified by the hub), ${process.version}, ${cpus().length} CPUs`,
+  );
   const loadAtStart = loadavg().map((l) => round(l, 2));
   await probeMachine(log);
 
   const dir = mkdtempSync(join(tmpdir(), 'svc-bench-api-'));
   chmodSync(dir, 0o755);
   let database: Awaited<ReturnType<typeof startEmbedded>> | undefined;
+  let issuer: TestIssuer | undefined;
   let source: DemoSourceProcess | undefined;
   let hub: Hub | undefined;
   let receiver: Awaited<ReturnType<typeof startReceiver>> | undefined;
@@ -352,10 +385,22 @@ async function main(): Promise<void> {
   try {
     database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
     source = await startDemoSourceProcess(SOURCE_ROWS);
-    hub = await startHub(benchConfig(database.url, dir, { 'svc.credentials.env-allow': 'BENCH_DEMO_*' }), { api: true, background: true });
+    issuer = await startIssuer();
+    // The issuer's keys found through its discovery document, as a hub configured with an issuer alone finds them.
+    hub = await startHub(
+      benchConfig(database.url, dir, {
+        'svc.credentials.env-allow': 'BENCH_DEMO_*',
+        'svc.oidc.issuer': issuer.issuer,
+        ...MAX_TOKEN_LIFETIME,
+        'svc.security.dev-bypass': false,
+        // Off the dev bypass the default is every interface: the bench's hub stays on loopback.
+        'svc.http.host': '127.0.0.1',
+      }),
+      { api: true, background: true },
+    );
     receiver = await startReceiver();
     log(`seeding: ${CONNECTORS} connectors with one run each (${SOURCE_ROWS} rows), one HMAC integration with ${EVENTS} deliveries …`);
-    const integrationId = await seed(hub, source, receiver);
+    const integrationId = await seed(hub, await callerHeaders(issuer, 'api-bench-seed'), source, receiver);
     await source.close();
     source = undefined;
     // The background roles index and embed what the seeding ingested (and the platform corpus): a
@@ -381,20 +426,28 @@ async function main(): Promise<void> {
       { name: 'GET /api/bff/v1/me', path: '/api/bff/v1/me', expect: () => 1 },
       { name: 'GET /api/platform/health', path: '/api/platform/health', expect: () => 1 },
     ];
-    // Every route answers 200 with the seeded rows before any load: a benchmark of 404s measures nothing.
+    // The load's callers: one per connection of each route, each with a token of its own, minted now
+    // (the seeding and the waits are over) to stay valid through the hub's loads.
+    const callers = await Promise.all(paths.map((_, i) => Promise.all(Array.from({ length: CONNECTIONS }, (_, c) => callerHeaders(issuer!, `api-bench-${i + 1}-${c + 1}`)))));
+    // Every route answers 200 with the seeded rows before any load, to each of its callers (the first
+    // call provisions its hub user): a benchmark of 404s or 401s measures nothing.
     const listed: Record<string, number> = {};
-    for (const p of paths) {
-      const res = await api<unknown>(hub.url!, 'GET', p.path);
-      if (res.status !== 200) throw new Error(`${p.path} answered ${res.status}: ${JSON.stringify(res.json)}`);
-      listed[p.name] = p.expect(res.json);
-      if (!(listed[p.name]! > 0)) throw new Error(`${p.path} listed nothing: ${JSON.stringify(res.json).slice(0, 200)}`);
+    for (const [i, p] of paths.entries()) {
+      for (const caller of callers[i]!) {
+        const res = await api<unknown>(hub.url!, caller, 'GET', p.path);
+        if (res.status !== 200) throw new Error(`${p.path} answered ${res.status}: ${JSON.stringify(res.json)}`);
+        const items = p.expect(res.json);
+        if (!(items > 0)) throw new Error(`${p.path} listed nothing: ${JSON.stringify(res.json).slice(0, 200)}`);
+        listed[p.name] = items;
+      }
     }
     log(`seeded; items per list: ${JSON.stringify(listed)}`);
 
     // CPU seconds of this process (the hub, or the bare handler, and the idle harness) and of
     // PostgreSQL during each measured load; the load generator reports its own.
     const cpuMeter = new CpuMeter({ postgres: postmasterPid(join(dir, 'pg-data', 'pg')) });
-    const targets = (base: string): LoadTarget[] => paths.map((p) => ({ name: p.name, url: `${base}${p.path}`, headers }));
+    // The ceiling's requests carry the same headers (the same bytes on the wire); the bare handler reads none of them.
+    const targets = (base: string): LoadTarget[] => paths.map((p, i) => ({ name: p.name, url: `${base}${p.path}`, headers: callers[i]! }));
     // The warm-up runs in the measuring child itself, just before the measured part (api-load.ts).
     const measure = async (label: string, base: string, pacing: Pacing, around: <T>(work: () => Promise<T>) => Promise<T> = (work) => work()): Promise<LoadFigures & CpuFigures> => {
       log(`${label}, ${PACING_LABEL[pacing]}: ${WARMUP_SECONDS > 0 ? `warm-up ${WARMUP_SECONDS} s, then ` : ''}${SECONDS} s at ${RATE} requests/s …`);
@@ -453,6 +506,8 @@ async function main(): Promise<void> {
     const ceilingBurst = await measure('ceiling (bare node:http handler)', bare.url, 'autocannon');
 
     const result = {
+      /** How the load's requests authenticated: the hub verified each one's bearer JWT (the bare handler reads none). */
+      auth: AUTH,
       rate: RATE,
       seconds: SECONDS,
       warmupSeconds: WARMUP_SECONDS,
@@ -527,6 +582,7 @@ async function main(): Promise<void> {
     await hub?.stop().catch(() => undefined);
     await receiver?.close().catch(() => undefined);
     await source?.close().catch(() => undefined);
+    await issuer?.close().catch(() => undefined);
     await database?.stop().catch(() => undefined);
     rmSync(dir, { recursive: true, force: true });
   }

@@ -34,7 +34,12 @@ export interface LoadTarget {
   /** A short label: the route's path template. */
   name: string;
   url: string;
-  headers: Record<string, string>;
+  /**
+   * The request headers, one set per connection (at least one; each set its own caller's
+   * `Authorization`, say). autocannon: connection i sends set i (modulo their number). Even pacing:
+   * the route's requests take the sets in turn (its pool picks the connection).
+   */
+  headers: Array<Record<string, string>>;
 }
 
 export interface LoadRequest {
@@ -142,6 +147,7 @@ async function evenLoad(request: LoadRequest, pools: Pool[]): Promise<LoadFigure
       target,
       path: `${url.pathname}${url.search}`,
       pool: pools[i]!,
+      sent: 0,
       times: [] as number[],
       errors: 0,
       non2xx: 0,
@@ -158,8 +164,9 @@ async function evenLoad(request: LoadRequest, pools: Pool[]): Promise<LoadFigure
     const sentAt = performance.now();
     t.span.sent(sentAt);
     allSpan.sent(sentAt);
+    const headers = t.target.headers[t.sent++ % t.target.headers.length]!;
     const done = t.pool
-      .request({ method: 'GET', path: t.path, headers: t.target.headers })
+      .request({ method: 'GET', path: t.path, headers })
       .then(async (res) => {
         await res.body.dump({ limit: Number.MAX_SAFE_INTEGER });
         const answeredAt = performance.now();
@@ -207,8 +214,17 @@ async function autocannonLoad(request: LoadRequest): Promise<LoadFigures> {
           const times: number[] = [];
           const span = new Span();
           let non2xx = 0;
+          let clients = 0;
           const instance = autocannon(
-            { url: target.url, headers: target.headers, connections: request.connections, overallRate: share(i), duration: request.seconds, timeout: 10 },
+            {
+              url: target.url,
+              connections: request.connections,
+              overallRate: share(i),
+              duration: request.seconds,
+              timeout: 10,
+              // Called once per connection as autocannon opens them: each sends its own headers.
+              setupClient: (client) => client.setHeaders(target.headers[clients++ % target.headers.length]!),
+            },
             (err, result) => {
               if (err) return reject(err);
               const errors = result.errors + result.timeouts;

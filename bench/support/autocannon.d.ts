@@ -13,6 +13,13 @@ declare module 'autocannon' {
     duration?: number;
     /** Seconds before a request counts as a timeout. */
     timeout?: number;
+    /** Called with each connection's client as it is made (before its first request). */
+    setupClient?: (client: Client) => void;
+  }
+
+  interface Client {
+    /** The headers of this connection's requests from now on (in place of `Options.headers`). */
+    setHeaders(headers: Record<string, string>): void;
   }
 
   interface Result {
