@@ -218,7 +218,7 @@ function deliver(r: Json): string {
 function api(r: Json): string {
   const lines: string[] = [];
   lines.push(
-    `${machine(r)} ${n(r.rate)} requests/s in all for ${r.seconds} s (after ${r.warmupSeconds} s unmeasured), ${r.connectionsPerRoute} connections per route; seeded with ${r.seed.connectors} connectors and runs (${n(r.seed.rowsPerRun)} rows each), ${n(r.seed.deliveries)} deliveries; the load started once the retrieval backlog had drained (${f(r.seed.retrievalSettledSeconds, 1)} s after the seeding)${r.seed.analyzedSeconds !== undefined ? ` and autovacuum had analyzed the tables the routes read (${f(r.seed.analyzedSeconds, 1)} s more)` : ''}.`,
+    `${machine(r)} ${n(r.rate)} requests/s in all for ${r.seconds} s (after ${r.warmupSeconds} s unmeasured), ${r.connectionsPerRoute} connections per route, ${r.auth ? `every request with a bearer JWT (${r.auth}) that the hub verified` : 'through the dev bypass (no token verified)'}; seeded with ${r.seed.connectors} connectors and runs (${n(r.seed.rowsPerRun)} rows each), ${n(r.seed.deliveries)} deliveries; the load started once the retrieval backlog had drained (${f(r.seed.retrievalSettledSeconds, 1)} s after the seeding)${r.seed.analyzedSeconds !== undefined ? ` and autovacuum had analyzed the tables the routes read (${f(r.seed.analyzedSeconds, 1)} s more)` : ''}.`,
   );
   const table = (title: string, hub: Json, ceiling: Json) => {
     lines.push('');
