@@ -441,6 +441,12 @@ async function main(): Promise<void> {
         listed[p.name] = items;
       }
     }
+    // The hub really verifies: a token signed by a key its issuer does not publish, on every route, is a 401.
+    const forged = { Authorization: `Bearer ${await issuer!.mint({ tenant_id: TENANT, realm_access: { roles: ROLES } }, { subject: 'api-bench-forged', rogue: true })}` };
+    for (const p of paths) {
+      const res = await api<unknown>(hub.url!, forged, 'GET', p.path);
+      if (res.status !== 401) throw new Error(`${p.path} answered ${res.status} to a forged token (must be 401: the load would not measure verification)`);
+    }
     log(`seeded; items per list: ${JSON.stringify(listed)}`);
 
     // CPU seconds of this process (the hub, or the bare handler, and the idle harness) and of
