@@ -1,12 +1,12 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { Unavailable } from '../errors.js';
 import { freePort } from '../db/embedded.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { loggableText, loggableUrl } from '../observability/url-redaction.js';
-import { TokenRejected, TokenVerifier } from './verifier.js';
+import { CLOCK_TOLERANCE_S, TokenRejected, TokenVerifier } from './verifier.js';
 
 /** The token verifier against a real loopback issuer: discovery vs an explicit jwks-uri, algorithms, claims. */
 
@@ -84,37 +84,25 @@ describe('key discovery', () => {
 
   it('a provider that goes down after the keys were fetched: the keys fetched last verify tokens, asked again every outageRetryMs, and a key they lack is a 503', async () => {
     // The key set as the issuer serves it, but the RS256 key only; `mode` switches the server to an outage.
-    const { keys } = (await (await fetch(issuer.jwksUri)).json()) as { keys: Array<{ kid: string }> };
-    let mode: 'up' | 'down' | 'hang' = 'up';
-    let hits = 0;
-    const relay = createServer((_req, res) => {
-      hits++;
-      if (mode === 'hang') return; // no answer: jose gives up after 5 s
-      res.statusCode = mode === 'up' ? 200 : 503;
-      res.setHeader('content-type', 'application/json');
-      res.end(mode === 'up' ? JSON.stringify({ keys: keys.filter((k) => k.kid === 'rs-1') }) : 'down');
-    });
-    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-    const jwksUri = `http://127.0.0.1:${(relay.address() as AddressInfo).port}/jwks`;
+    const relay = await keySetRelay(['rs-1']);
+    const { jwksUri } = relay;
     const logs = captureLogs('info');
-    // The wall clock (Date: the verifier's and the key set cache's) is jest's, moved on by hand rather than slept; timers stay real.
-    jest.useFakeTimers({ now: Date.now(), doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
-    const later = (ms: number) => jest.setSystemTime(Date.now() + ms);
+    const later = fakeWallClock();
     try {
       const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 60_000 } });
       const rs = () => issuer.mint({ tenant_id: 1 }, { alg: 'RS256' });
       await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
-      expect(hits).toBe(1);
+      expect(relay.hits).toBe(1);
 
       // Past the key set's age, the provider answers 503: the keys fetched before verify the token.
-      mode = 'down';
+      relay.mode = 'down';
       later(80);
       await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
-      expect(hits).toBe(2);
+      expect(relay.hits).toBe(2);
       expect(logs.lines().filter((l) => l.msg === 'identity provider unreachable: verifying tokens with the signing keys fetched last')).toHaveLength(1);
       // Within outageRetryMs the provider is not asked again, and each call answers at once.
       for (let i = 0; i < 3; i++) await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
-      expect(hits).toBe(2);
+      expect(relay.hits).toBe(2);
       // A key the set fetched last lacks may be one the provider has added since: 503, not a refused token.
       const es = await issuer.mint({ tenant_id: 1 }, { alg: 'ES256' });
       await expect(verifier.verify(es)).rejects.toThrow(Unavailable);
@@ -122,29 +110,28 @@ describe('key discovery', () => {
       await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'RS256', rogue: true }))).rejects.toThrow(TokenRejected);
 
       // A provider that does not answer at all: after outageRetryMs one call waits for the fetch to give up, then it goes on.
-      mode = 'hang';
+      relay.mode = 'hang';
       later(350);
       await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
-      expect(hits).toBe(3);
+      expect(relay.hits).toBe(3);
 
       // Back up: after outageRetryMs the key set is fetched again and used.
-      mode = 'up';
+      relay.mode = 'up';
       later(350);
       await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
-      expect(hits).toBe(4);
+      expect(relay.hits).toBe(4);
       await expect(verifier.verify(es)).rejects.toThrow(TokenRejected); // up: a key the set lacks is refused (401)
 
       // Keys fetched longer ago than staleMaxMs stand in for nothing.
       const strict = new TokenVerifier({ issuer: issuer.issuer, jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 60 } });
       await expect(strict.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
-      mode = 'down';
+      relay.mode = 'down';
       later(80);
       await expect(strict.verify(await rs())).rejects.toThrow(Unavailable);
     } finally {
       jest.useRealTimers();
       logs.restore();
-      relay.closeAllConnections();
-      await new Promise<void>((resolve) => relay.close(() => resolve()));
+      await relay.close();
     }
   }, 20_000);
 
@@ -272,3 +259,171 @@ describe('refusals', () => {
     await expect(verifier().verify('a.b.c')).rejects.toThrow(TokenRejected);
   });
 });
+
+describe('verified tokens remembered', () => {
+  /** Counts the verifications that ran in full (signature, claims, keys given twice): a remembered token runs none. */
+  const fullChecks = () => jest.spyOn(TokenVerifier.prototype as unknown as { checked: () => Promise<unknown> }, 'checked');
+  /** The token with one character of its signature changed. */
+  const forged = (token: string) => {
+    const at = token.lastIndexOf('.') + 1;
+    return `${token.slice(0, at)}${token[at] === 'A' ? 'B' : 'A'}${token.slice(at + 1)}`;
+  };
+  /** A verifier whose key set is fetched already (the call that fetches it does not remember its token). */
+  const warmVerifier = async (options: Partial<ConstructorParameters<typeof TokenVerifier>[0]> = {}) => {
+    const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: issuer.jwksUri, ...options });
+    await verifier.verify(await issuer.mint({ tenant_id: 1 }, { subject: 'warm-up' }));
+    return verifier;
+  };
+
+  afterEach(() => {
+    jest.restoreAllMocks();
+    jest.useRealTimers();
+  });
+
+  it('a token verified again is answered with the same frozen claims without a second check; one differing in a byte of its signature is checked (and refused)', async () => {
+    const verifier = await warmVerifier({ jwksUri: undefined });
+    const fetches = issuer.jwksFetches();
+    const checks = fullChecks();
+    const token = await issuer.mint({ tenant_id: 1, realm_access: { roles: ['svc_user'] } }, { subject: 'again' });
+    const first = await verifier.verify(token);
+    expect(checks).toHaveBeenCalledTimes(1);
+    const second = await verifier.verify(token);
+    expect(second).toBe(first);
+    expect(checks).toHaveBeenCalledTimes(1);
+    expect(issuer.jwksFetches()).toBe(fetches);
+    // Shared by every use of the token: no caller can change another's claims.
+    expect(Object.isFrozen(first) && Object.isFrozen(first.realm_access) && Object.isFrozen((first.realm_access as { roles: string[] }).roles)).toBe(true);
+
+    await expect(verifier.verify(forged(token))).rejects.toThrow(/ERR_JWS_SIGNATURE_VERIFICATION_FAILED/);
+    expect(checks).toHaveBeenCalledTimes(2);
+  });
+
+  it('a remembered token is refused from its exp plus the 5 s clock tolerance on, as one verified anew is', async () => {
+    const verifier = await warmVerifier();
+    const token = await issuer.mint({ tenant_id: 1 }, { subject: 'short', expiresIn: 2 });
+    const claims = await verifier.verify(token);
+    const checks = fullChecks();
+    const at = fakeWallClock();
+    at(((claims.exp as number) + CLOCK_TOLERANCE_S) * 1000 - 1 - Date.now());
+    await expect(verifier.verify(token)).resolves.toBe(claims);
+    expect(checks).toHaveBeenCalledTimes(0);
+    at(1);
+    await expect(verifier.verify(token)).rejects.toThrow(/ERR_JWT_EXPIRED/);
+    expect(checks).toHaveBeenCalledTimes(1);
+  });
+
+  it('a key set fetched again for its age (maxAgeMs) without the key a remembered token was verified with: the token is refused', async () => {
+    const relay = await keySetRelay(['rs-1', 'es-1']);
+    const later = fakeWallClock();
+    try {
+      const verifier = await warmVerifier({ jwksUri: relay.jwksUri, timings: { maxAgeMs: 1_000 } });
+      const token = await issuer.mint({ tenant_id: 1 }, { subject: 'rotated', alg: 'RS256' });
+      const claims = await verifier.verify(token);
+      const checks = fullChecks();
+      // The provider drops the key: within maxAgeMs of the last fetch the token still holds, as a key set jose keeps would verify it.
+      relay.kids = ['es-1'];
+      later(999);
+      await expect(verifier.verify(token)).resolves.toBe(claims);
+      expect(checks).toHaveBeenCalledTimes(0);
+      later(1);
+      await expect(verifier.verify(token)).rejects.toThrow(/ERR_JWKS_NO_MATCHING_KEY/);
+      expect(relay.hits).toBe(2);
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('a key set fetched again for a key id it lacked: the tokens remembered with the set before are verified again', async () => {
+    const relay = await keySetRelay(['rs-1']);
+    const later = fakeWallClock();
+    try {
+      const verifier = await warmVerifier({ jwksUri: relay.jwksUri, timings: { maxAgeMs: 600_000 } });
+      const token = await issuer.mint({ tenant_id: 1 }, { subject: 'rotated', alg: 'RS256' });
+      const claims = await verifier.verify(token);
+      await expect(verifier.verify(token)).resolves.toBe(claims);
+      // The provider replaces the RS256 key with the ES256 one; a token naming es-1, past jose's 30 s cooldown, has the set fetched again.
+      relay.kids = ['es-1'];
+      later(31_000);
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { subject: 'new-key', alg: 'ES256' }))).resolves.toMatchObject({ sub: 'new-key' });
+      expect(relay.hits).toBe(2);
+      await expect(verifier.verify(token)).rejects.toThrow(/ERR_JWKS_NO_MATCHING_KEY/);
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('while the provider is down, a remembered token is answered as long as the key set fetched last stands in (staleMaxMs)', async () => {
+    const relay = await keySetRelay(['rs-1', 'es-1']);
+    const later = fakeWallClock();
+    try {
+      const verifier = await warmVerifier({ jwksUri: relay.jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 200 } });
+      const token = await issuer.mint({ tenant_id: 1 }, { subject: 'outage' });
+      const claims = await verifier.verify(token);
+      const checks = fullChecks();
+      relay.mode = 'down';
+      later(80);
+      // The key set is due: the whole path runs, finds the provider down and verifies with the set fetched last (a second check).
+      const during = await verifier.verify(token);
+      expect(during).toEqual(claims);
+      expect(relay.hits).toBe(2);
+      expect(checks).toHaveBeenCalledTimes(2);
+      // Within outageRetryMs, that set stands in: the token is answered from memory.
+      await expect(verifier.verify(token)).resolves.toBe(during);
+      expect(checks).toHaveBeenCalledTimes(2);
+      // Past staleMaxMs the set stands in for nothing, remembered or not: 503.
+      later(150);
+      await expect(verifier.verify(token)).rejects.toThrow(Unavailable);
+      expect(relay.hits).toBe(3);
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('at most verifiedTokensKept tokens are remembered: past it the one remembered first is verified again', async () => {
+    const verifier = await warmVerifier({ verifiedTokensKept: 2 });
+    const [a, b, c] = await Promise.all(['a', 'b', 'c'].map((subject) => issuer.mint({ tenant_id: 1 }, { subject })));
+    for (const token of [a!, b!, c!]) await verifier.verify(token);
+    const checks = fullChecks();
+    await verifier.verify(b!);
+    await verifier.verify(c!);
+    expect(checks).toHaveBeenCalledTimes(0);
+    await verifier.verify(a!);
+    expect(checks).toHaveBeenCalledTimes(1);
+  });
+});
+
+/**
+ * The wall clock (Date: the verifier's, the key set cache's and the issuer's) made jest's, moved on by
+ * hand rather than slept; timers stay real. Returns the mover; jest.useRealTimers() gives the clock back.
+ */
+function fakeWallClock(): (ms: number) => void {
+  jest.useFakeTimers({ now: Date.now(), doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
+  return (ms) => jest.setSystemTime(Date.now() + ms);
+}
+
+/**
+ * A key set server on loopback: the test issuer's keys whose ids are in `kids` (changed at will), or,
+ * with `mode`, an outage (a 503, or no answer at all: jose gives up after 5 s); `hits` counts its fetches.
+ */
+async function keySetRelay(kids: string[]) {
+  const { keys } = (await (await fetch(issuer.jwksUri)).json()) as { keys: Array<{ kid: string }> };
+  const server = createServer((_req, res) => {
+    relay.hits++;
+    if (relay.mode === 'hang') return;
+    res.statusCode = relay.mode === 'up' ? 200 : 503;
+    res.setHeader('content-type', 'application/json');
+    res.end(relay.mode === 'up' ? JSON.stringify({ keys: keys.filter((k) => relay.kids.includes(k.kid)) }) : 'down');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const relay = {
+    kids,
+    mode: 'up' as 'up' | 'down' | 'hang',
+    hits: 0,
+    jwksUri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  return relay;
+}

@@ -16,6 +16,8 @@ export interface VerifierOptions {
   maxLifetimeSeconds?: number;
   /** Tests: shorter times than the key set's (KEY_SET_TIMINGS). */
   timings?: Partial<KeySetTimings>;
+  /** Tests: fewer verified tokens remembered than VERIFIED_TOKENS_KEPT. */
+  verifiedTokensKept?: number;
 }
 
 /** How long a fetched key set is used, and how the verifier rides out a provider it cannot reach. */
@@ -32,6 +34,22 @@ export const KEY_SET_TIMINGS: KeySetTimings = { maxAgeMs: 10 * 60_000, outageRet
 
 /** Seconds of clock skew allowed between the issuer and the hub, on every time claim. */
 export const CLOCK_TOLERANCE_S = 5;
+
+/**
+ * How many verified tokens are remembered at most: past it the one remembered first is forgotten, so
+ * a flood of distinct valid tokens costs a verification each, never memory without end.
+ */
+export const VERIFIED_TOKENS_KEPT = 10_000;
+
+/** A token that verified, as remembered: its claims, until when they hold, and the key set that verified it. */
+interface Verified {
+  /** The claims, frozen: every later use of the token is handed this same object. */
+  payload: JWTPayload;
+  /** `exp` plus the clock tolerance, in ms since the epoch: from then on jose refuses the token as expired. */
+  until: number;
+  /** The key set (as last fetched) that verified it. */
+  jwks: ExportedJWKSCache['jwks'];
+}
 
 /** Why a token was refused; logged, never sent to the caller (who gets a plain 401). */
 export class TokenRejected extends Error {
@@ -85,6 +103,15 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * within 5 s, a status that may pass), the key set fetched last verifies tokens instead, for up to
  * `staleMaxMs` (24 hours) after it was fetched, trying the provider again every `outageRetryMs` (30 s);
  * a token naming a key that set lacks is the outage's 503.
+ *
+ * A token that verified is remembered (by its exact text, signature included), and its next uses are
+ * answered with the same claims without verifying it again, while all of these hold: it has not
+ * expired (`exp` plus the clock tolerance, as jose checks it); the key set that verified it is still
+ * the one fetched last (a fetch, for its age or a key id the set lacks, forgets every token); and that
+ * set is younger than `maxAgeMs`, or, while the provider is down, is the set standing in for it
+ * (younger than `staleMaxMs`). Otherwise the token takes the whole path again, so jose fetches a key
+ * set that is due, and a key the provider removed stops verifying within `maxAgeMs` as before. A
+ * refused token is never remembered.
  */
 export class TokenVerifier {
   private keys: Promise<JWTVerifyGetKey> | undefined;
@@ -93,14 +120,18 @@ export class TokenVerifier {
   /** While a fetch failed for an outage lately: until when the last key set answers alone (ms since the epoch). */
   private outageUntil = 0;
   /** The key set fetched last as jose's local set, made when first needed. */
-  private stale: { uat: number; keys: JWTVerifyGetKey } | undefined;
+  private stale: StaleKeys | undefined;
   private readonly timings: KeySetTimings;
+  /** Tokens that verified, by their text, oldest first; all verified with the key set `lastFetched` holds, or unused. */
+  private readonly verified = new Map<string, Verified>();
 
   constructor(private readonly options: VerifierOptions) {
     this.timings = { ...KEY_SET_TIMINGS, ...options.timings };
   }
 
   async verify(token: string): Promise<JWTPayload> {
+    const remembered = this.remembered(token);
+    if (remembered) return remembered;
     let keys: JWTVerifyGetKey;
     try {
       keys = await this.keySet();
@@ -111,8 +142,11 @@ export class TokenVerifier {
     const stale = this.staleKeys();
     // The provider could not be reached a moment ago: the last key set answers without asking again.
     if (stale && Date.now() < this.outageUntil) return this.verifyStale(token, stale, undefined);
+    // The key set fetched last, before jose fetches one (if it does, what it verifies is not remembered:
+    // it may have taken the key from either set).
+    const fetched = this.lastFetched.jwks;
     try {
-      return await this.checked(token, keys);
+      return this.remember(token, await this.checked(token, keys), fetched);
     } catch (err) {
       if (!isOutage(err)) throw refusal(err);
       if (!stale) throw this.unreachable(err);
@@ -131,9 +165,9 @@ export class TokenVerifier {
    * A token verified with the key set fetched last, while the provider is down. A key it lacks may be
    * one the provider has since added: that is the outage's 503, not a refused token.
    */
-  private async verifyStale(token: string, keys: JWTVerifyGetKey, outage: unknown): Promise<JWTPayload> {
+  private async verifyStale(token: string, stale: StaleKeys, outage: unknown): Promise<JWTPayload> {
     try {
-      return await this.checked(token, keys);
+      return this.remember(token, await this.checked(token, stale.keys), stale.jwks);
     } catch (err) {
       if (err instanceof joseErrors.JWKSNoMatchingKey) throw this.unreachable(outage ?? err);
       throw refusal(err);
@@ -141,12 +175,52 @@ export class TokenVerifier {
   }
 
   /** The key set fetched last, while it may stand in for an unreachable provider; undefined otherwise. */
-  private staleKeys(): JWTVerifyGetKey | undefined {
+  private staleKeys(): StaleKeys | undefined {
     const { jwks, uat } = this.lastFetched;
     if (!jwks || uat === undefined || Date.now() - uat > this.timings.staleMaxMs) return undefined;
     // One local set per fetch: it keeps the keys it imported.
-    if (this.stale?.uat !== uat) this.stale = { uat, keys: createLocalJWKSet(jwks) };
-    return this.stale.keys;
+    if (this.stale?.jwks !== jwks) this.stale = { jwks, keys: createLocalJWKSet(jwks) };
+    return this.stale;
+  }
+
+  /**
+   * The claims of a token that verified before, while its verification still holds (see the class);
+   * undefined when it must be verified again. The checks that only get easier with time (`nbf`, an
+   * `iat` not in the future, `exp` at most svc.oidc.max-token-lifetime ahead) passed then and still
+   * pass; issuer and audience are the verifier's own; only expiry and the key set need a look.
+   */
+  private remembered(token: string): JWTPayload | undefined {
+    const entry = this.verified.get(token);
+    if (!entry) return undefined;
+    const now = Date.now();
+    const { jwks, uat } = this.lastFetched;
+    if (now >= entry.until || entry.jwks !== jwks) {
+      this.verified.delete(token);
+      return undefined;
+    }
+    const age = now - uat!;
+    // Past maxAgeMs the whole path runs, for jose to fetch the key set again (or, the provider being
+    // down, to start an outage); during one the set fetched last stands in, as staleKeys() lets it.
+    if (age < this.timings.maxAgeMs || (now < this.outageUntil && age <= this.timings.staleMaxMs)) return entry.payload;
+    return undefined;
+  }
+
+  /**
+   * `payload`, frozen (each later use of the token shares it), remembered as verified by `jwks` while
+   * that is still the key set fetched last (a fetch during the verification: not remembered).
+   */
+  private remember(token: string, payload: JWTPayload, jwks: ExportedJWKSCache['jwks'] | undefined): JWTPayload {
+    freezeDeep(payload);
+    if (!jwks || jwks !== this.lastFetched.jwks) return payload;
+    // A token remembered with another key set can no longer be used: forgotten all at once.
+    const first = this.verified.values().next().value;
+    if (first && first.jwks !== jwks) this.verified.clear();
+    this.verified.delete(token); // re-verified (it was due): remembered anew, as the newest
+    if (this.verified.size >= (this.options.verifiedTokensKept ?? VERIFIED_TOKENS_KEPT)) {
+      this.verified.delete(this.verified.keys().next().value!);
+    }
+    this.verified.set(token, { payload, until: ((payload.exp as number) + CLOCK_TOLERANCE_S) * 1000, jwks });
+    return payload;
   }
 
   /** The signature and claims checked with `keys`; jose's refusals and outages are thrown as they come. */
@@ -212,6 +286,23 @@ export class TokenVerifier {
     if (!document.jwks_uri) throw new TokenRejected(`OIDC discovery ${loggableUrl(discovery)} names no jwks_uri`);
     logger().info({ jwksUri: loggableUrl(document.jwks_uri) }, 'signing keys located through OIDC discovery');
     return document.jwks_uri;
+  }
+}
+
+/** A key set fetched last as jose's local set, for verifying while the provider is down. */
+interface StaleKeys {
+  jwks: ExportedJWKSCache['jwks'];
+  keys: JWTVerifyGetKey;
+}
+
+/** `value` and every object and array in it made read-only, without recursion (a payload may nest deep). */
+function freezeDeep(value: object): void {
+  const stack: object[] = [value];
+  while (stack.length) {
+    const v = stack.pop()!;
+    if (Object.isFrozen(v)) continue;
+    Object.freeze(v);
+    for (const child of Object.values(v)) if (typeof child === 'object' && child !== null) stack.push(child);
   }
 }
 
