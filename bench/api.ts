@@ -152,7 +152,9 @@ async function api<T>(base: string, headers: Record<string, string>, method: 'GE
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.body.text();
-  return { status: res.statusCode, json: (text ? JSON.parse(text) : undefined) as T };
+  // A 401 on /api/platform/* is plain text (the forged-token check reads its status only).
+  const json = /json/.test(String(res.headers['content-type'])) && text ? JSON.parse(text) : text || undefined;
+  return { status: res.statusCode, json: json as T };
 }
 
 async function until(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 120_000): Promise<void> {
