@@ -414,18 +414,20 @@ function notSent(err: unknown, later: number, refused: string[] = []): unknown {
 
 /**
  * What `call` answers, or undefined when the hub has no such object: its 404 names the object
- * (`entity partner not found`). The hub's 404 for a path it does not serve says `not found` alone:
- * that is an error (a SVC_URL that is not the hub's base URL), not an object already gone.
+ * (`entity partner not found`). Any other 404 is an error, not an object already gone: the hub's for
+ * a path it does not serve says `not found` alone (a SVC_URL that is not the hub's base URL), and
+ * another server at the URL answers an empty body or JSON of its own (`{"error": "not_found"}`).
  */
-async function unlessGone<T>(c: Ctx, method: 'GET' | 'DELETE', route: string): Promise<Reply<T> | undefined> {
+async function unlessGone<T>(c: Ctx, method: 'GET' | 'DELETE', route: string, kind: string): Promise<Reply<T> | undefined> {
   try {
     return await c.hub().call<T>(method, route);
   } catch (err) {
     if (!(err instanceof HttpError) || err.status !== 404) throw err;
-    if ((err.body as { error?: unknown } | undefined)?.error === 'not found')
-      // (a URL ending in /api already says so)
-      throw err.message === 'not found' ? new HttpError(404, `not found; ${c.hub().target.url} does not serve ${method} ${route}: not a svc-hub, or not its base URL`, err.body) : err;
-    return undefined;
+    const error = (err.body as { error?: unknown } | undefined)?.error;
+    if (typeof error === 'string' && error.toLowerCase().startsWith(`${kind.toLowerCase()} `) && error.endsWith(' not found')) return undefined;
+    // (a URL ending in /api already says so)
+    if (err.message.includes('without /api')) throw err;
+    throw new HttpError(404, `${err.message}; ${c.hub().target.url} does not serve ${method} ${route}: not a svc-hub, or not its base URL`, err.body);
   }
 }
 
@@ -443,7 +445,7 @@ async function deleteManifests(c: Ctx): Promise<number> {
   const manifests = inDeleteOrder(await readManifests(c));
   const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
   const results = await eachDocument(c, manifests, 'deleted', async (manifest, i) => {
-    const deleted = (await about(manifest, () => unlessGone(c, 'DELETE', routes[i]!.delete))) !== undefined;
+    const deleted = (await about(manifest, () => unlessGone(c, 'DELETE', routes[i]!.delete, manifest.kind))) !== undefined;
     if (!c.json) c.out(`${printable(objectName(manifest))} ${deleted ? 'deleted' : 'not found (already deleted)'}\n`);
     return { kind: manifest.kind, name: manifest.name, source: manifest.source, deleted };
   });
@@ -476,7 +478,7 @@ async function diff(c: Ctx): Promise<number> {
   const routes = manifests.map(objectPaths); // every kind and name checked before anything is sent
   const results: Array<{ kind: string; name: string; source: string; status: 'same' | 'changed' | 'new'; diff?: string }> = [];
   for (const [i, manifest] of manifests.entries()) {
-    const stored = (await about(manifest, () => unlessGone<{ manifest?: unknown }>(c, 'GET', routes[i]!.get)))?.body.manifest;
+    const stored = (await about(manifest, () => unlessGone<{ manifest?: unknown }>(c, 'GET', routes[i]!.get, manifest.kind)))?.body.manifest;
     const result = { kind: manifest.kind, name: manifest.name, source: manifest.source };
     const mine = diffForm(manifest.body, manifest.kind);
     const what = printable(objectName(manifest));

@@ -217,6 +217,40 @@ describe('svc diff and svc delete', () => {
     expect((await svc(['connectors', 'get', 'del-partners'])).code).toBe(0);
   });
 
+  it("delete and diff: another server's 404 (an empty body, its own JSON) is an error, not an object already gone", async () => {
+    // a web server, a proxy or another service at SVC_URL: it answers every path 404, but not as the hub names a missing object
+    const bodies = ['', '{"error":"not_found","message":"no route"}'];
+    let next = 0;
+    const other = createServer((_req, res) => {
+      const body = bodies[next % bodies.length]!;
+      res.writeHead(404, body ? { 'content-type': 'application/json' } : {}).end(body);
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    const elsewhere = { SVC_URL: url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! };
+    const text = stringify({ ...CONNECTOR, metadata: { name: 'foreign-partners' } });
+    try {
+      for (const [i, message] of ['not found', 'not_found'].entries()) {
+        next = i;
+        expect(await svc(['delete', '-f', '-'], text, elsewhere)).toEqual({
+          code: 1,
+          out: '',
+          err: `error: stdin: ${message}; ${url} does not serve DELETE /api/connectors/foreign-partners: not a svc-hub, or not its base URL (HTTP 404)\n`,
+        });
+        expect(await svc(['diff', '-f', '-'], text, elsewhere)).toEqual({
+          code: 2,
+          out: '',
+          err: `error: stdin: ${message}; ${url} does not serve GET /api/connectors/foreign-partners: not a svc-hub, or not its base URL (HTTP 404)\n`,
+        });
+      }
+    } finally {
+      other.closeAllConnections();
+      other.close();
+    }
+    // the hub's own 404 for an object it does not have (`connector NAME not found`) is still an object already gone
+    expect(await svc(['delete', '-f', '-'], text)).toEqual({ code: 0, out: 'connector/foreign-partners not found (already deleted)\n', err: '' });
+  });
+
   it('delete: a refusal other than 404 stops the rest, names the document and says how many were not sent', async () => {
     // a source that answers after five seconds: the run of busy-partners is in flight meanwhile, and its delete refused (409)
     const timers: NodeJS.Timeout[] = [];
