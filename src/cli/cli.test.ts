@@ -885,6 +885,10 @@ describe('usage errors', () => {
     [['connectors', 'ls', 'extra'], "svc connectors ls: unexpected argument 'extra'", 'Usage: svc connectors ls'],
     [['connectors', 'fly'], "svc connectors: unknown command 'fly'", 'svc connectors preflight'],
     [['apply'], 'svc apply: -f is required', 'Usage: svc apply -f FILE'],
+    // a flag of one value given twice: the first was dropped without a word (apply -f a -f b applied b alone)
+    [['apply', '-f', 'a.yaml', '-f', 'b.yaml'], "svc apply: -f is given twice ('a.yaml', 'b.yaml') and takes one FILE: name a directory holding the files, or join them with --- in one file\n", 'Usage: svc apply -f FILE'],
+    [['delete', '--file=a.yaml', '-f', 'b.yaml'], "svc delete: -f is given twice ('a.yaml', 'b.yaml') and takes one FILE: name a directory", 'Usage: svc delete -f FILE'],
+    [['runs', 'ls', '--connector', 'a', '--limit', '5', '--connector', 'b'], "svc runs ls: --connector is given twice ('a', 'b') and takes one NAME\n", 'Usage: svc runs ls'],
     [['runs', 'ls', '--limit', '0'], 'svc runs ls: --limit must be a positive integer', 'Usage: svc runs ls'],
     [['runs', 'ls', '--limit', '500'], 'svc runs ls: --limit must be at most 200, not 500', 'Usage: svc runs ls'],
     [['inbox', 'ls', '--limit', '201'], 'svc inbox ls: --limit must be at most 200, not 201', 'Usage: svc inbox ls'],

@@ -32,6 +32,8 @@ export interface Flag {
   arg?: string;
   /** Free text, which may be blank (`--description ' '`); any other string flag's value may not. */
   text?: boolean;
+  /** What to do instead of giving the flag twice (it takes one value): said with that usage error. */
+  once?: string;
   help: string;
 }
 
@@ -725,7 +727,13 @@ async function secretBody(c: Ctx, name: string): Promise<Row> {
 const VALUE_STDIN: Flag = { type: 'boolean', help: 'read the value from stdin (without it: a prompt that does not echo)' };
 const DESCRIPTION: Flag = { type: 'string', arg: 'TEXT', text: true, help: 'a description shown by secrets ls' };
 const NO_WAIT: Flag = { type: 'boolean', help: 'print the run id and return at once (follow it with svc exports runs NAME)' };
-const MANIFEST_FILE: Flag = { type: 'string', short: 'f', arg: 'FILE', help: 'YAML or JSON, several documents allowed; a directory: its .json, .yaml and .yml files by name; - reads stdin' };
+const MANIFEST_FILE: Flag = {
+  type: 'string',
+  short: 'f',
+  arg: 'FILE',
+  help: 'YAML or JSON, several documents allowed; a directory: its .json, .yaml and .yml files by name; - reads stdin',
+  once: 'name a directory holding the files, or join them with --- in one file',
+};
 
 const CONTINUE: Flag = { type: 'boolean', help: 'go on after a document the hub refuses, each refusal said on stderr; exit 1 at the end when one was refused' };
 

@@ -93,10 +93,10 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     if (!command) return usageError(err, `unknown command '${group}'${meant(group!, topWords())}`, overview(ew));
   }
 
-  let parsed: { values: Ctx['opts']; positionals: string[] };
+  let parsed: { values: Ctx['opts']; positionals: string[]; repeated?: string };
   try {
-    const result = parseArgs({ args: negativeValues(rest, { ...command.flags, ...GLOBAL }), options: parseOptions({ ...command.flags, ...GLOBAL }), allowPositionals: true, strict: true });
-    parsed = { values: result.values as Ctx['opts'], positionals: result.positionals };
+    const result = parseArgs({ args: negativeValues(rest, { ...command.flags, ...GLOBAL }), options: parseOptions({ ...command.flags, ...GLOBAL }), allowPositionals: true, strict: true, tokens: true });
+    parsed = { values: result.values as Ctx['opts'], positionals: result.positionals, repeated: repeatedFlag(result.tokens, command.flags ?? {}) };
   } catch (e) {
     return usageError(err, `svc ${command.name}: ${parseProblem(e as Error & { code?: string }, { ...command.flags, ...GLOBAL })}`, commandHelp(command, ew));
   }
@@ -106,7 +106,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   }
   // `svc tui --json` ran the UI as if the option were not there, which its help offered.
   if (command.json === false && parsed.values.json) return usageError(err, `svc ${command.name}: --json is for scripts, and svc ${command.name} has no JSON to print: svc runs ls --json, svc events tail --json, …`, commandHelp(command, ew));
-  const problem = argumentProblem(command, parsed.positionals, parsed.values);
+  const problem = parsed.repeated ?? argumentProblem(command, parsed.positionals, parsed.values);
   if (problem) return usageError(err, `svc ${command.name}: ${problem}`, commandHelp(command, ew));
 
   failureExit = command.failure ?? 1;
@@ -297,6 +297,24 @@ function argumentProblem(command: Command, positionals: string[], values: Ctx['o
     // A name, an id, a scope, a file: never blank (`rediscover --scope ' '` was the hub's 400, `search --scope ' '` found nothing).
     const value = values[name];
     if (flag.type === 'string' && !flag.multiple && typeof value === 'string' && (value === '' || (!flag.text && value.trim() === ''))) return `${flagName(name, flag)} needs a value`;
+  }
+  return undefined;
+}
+
+/**
+ * A flag of one value given twice with different values: parseArgs keeps the last and drops the
+ * first without a word (`svc apply -f a.yaml -f b.yaml` applied b.yaml alone, as kubectl would apply both).
+ */
+function repeatedFlag(tokens: Array<{ kind: string; name?: string; value?: string }>, flags: Record<string, Flag>): string | undefined {
+  const seen = new Map<string, string>();
+  for (const token of tokens) {
+    const name = token.kind === 'option' ? token.name : undefined;
+    const flag = name === undefined ? undefined : flags[name];
+    if (name === undefined || flag?.type !== 'string' || flag.multiple || token.value === undefined) continue;
+    const first = seen.get(name);
+    if (first === undefined) seen.set(name, token.value);
+    else if (first !== token.value)
+      return `${flagName(name, flag)} is given twice ('${first}', '${token.value}') and takes one ${flag.arg ?? 'value'}${flag.once ? `: ${flag.once}` : ''}`;
   }
   return undefined;
 }
