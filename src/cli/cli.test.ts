@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -1090,6 +1090,44 @@ describe('secrets', () => {
     closeSync(openSync(fifo, 'w'));
     rmSync(fifo);
   });
+
+  it('the process held by a read nothing can cut (-f a FIFO whose writer sends nothing) ends on SIGINT and SIGTERM after its grace, not never', async () => {
+    // Its read sits in libuv's thread pool, which process.exit joins: svc exited 130 in name only and hung for ever.
+    const fifo = join(dir, 'held-fifo.yaml');
+    execFileSync('mkfifo', [fifo]);
+    const env = { PATH: process.env.PATH ?? '', SVC_CLI_CONFIG: join(dir, 'absent.json'), SVC_URL: 'http://127.0.0.1:9', SVC_DEV_TENANT: '1' };
+    try {
+      for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+        const child = spawn(process.execPath, [join(packageRoot(), 'bin', 'svc.js'), 'apply', '-f', fifo], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+        let writer: number | undefined;
+        try {
+          const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })));
+          // the marker: a writer's non-blocking open succeeds once the reader has the FIFO open (ENXIO before); it then sends nothing
+          await until('svc to open the FIFO', () => {
+            try {
+              writer = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+              return true;
+            } catch {
+              return false;
+            }
+          }, { timeoutMs: 15_000, everyMs: 50 });
+          const started = Date.now();
+          child.kill(signal);
+          let timer: NodeJS.Timeout | undefined;
+          const ended = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('still running'), 10_000)))]);
+          clearTimeout(timer);
+          // ended by the signal itself, as the shell counts it (130, 143): an exit would wait for the read
+          expect(ended).toEqual({ code: null, signal });
+          expect(Date.now() - started).toBeLessThan(6_000);
+        } finally {
+          if (writer !== undefined) closeSync(writer);
+          if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+        }
+      }
+    } finally {
+      rmSync(fifo);
+    }
+  }, 60_000);
 
   it('--token-stdin and --value-stdin at a terminal prompt without echo (read as piped, the credential was shown as typed)', async () => {
     const typed = async (args: string[], question: string, value: string, env: Record<string, string>) => {

@@ -156,6 +156,10 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
     const held = await unlessHeld(running, controller.signal, STOP_GRACE_MS);
     if (held === STOPPED) {
       running.catch(() => undefined);
+      // Its wait sits in libuv's thread pool (the open or read of a FIFO), which process.exit joins:
+      // an exit would wait for it for ever. The process ends by the signal itself instead (its
+      // listener, once, is gone: the default action), which the shell counts as 130 (143).
+      if (!io.signal) process.kill(process.pid, exitOnSignal === 143 ? 'SIGTERM' : 'SIGINT');
       return exitOnSignal;
     }
     return held ?? 0;
