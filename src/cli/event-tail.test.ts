@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Agent } from 'undici';
 import { HttpError } from './errors.js';
-import { reconnectDelay, type StreamEvent, tailEvents } from './event-tail.js';
+import { OPEN_TIMEOUT_MS, reconnectDelay, type StreamEvent, tailEvents } from './event-tail.js';
 import { Hub } from './http.js';
 import { main } from './main.js';
 import { DATABASE_UNREACHABLE } from '../../apiserver/routes/events/event-stream.js';
@@ -229,13 +229,20 @@ describe('events tail: reconnections', () => {
   it('a connection cut without a word (no heartbeat for three periods) is lost and resumed after the last event', async () => {
     const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
     const lastIds: string[] = [];
+    const heartbeatMs = 40;
+    /** When the hub last wrote on the first connection, and when the client said it lost it. */
+    let silentSince = Number.NaN;
+    let lostAt = Number.NaN;
     const server = createServer((req, res) => {
       lastIds.push(String(req.headers['last-event-id'] ?? ''));
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       if (lastIds.length === 1) {
         // as the hub writes them: heartbeats every 40 ms; then the network goes: nothing more, and no end either
         res.write(`retry: 10\n: connected\n\n${frame(1)}: ping\n\n`);
-        setTimeout(() => res.write(': ping\n\n'), 40);
+        setTimeout(() => {
+          res.write(': ping\n\n');
+          silentSince = performance.now();
+        }, heartbeatMs);
       } else res.write(`retry: 10\n: connected\n\n${frame(2)}`);
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -243,7 +250,6 @@ describe('events tail: reconnections', () => {
     const hub = new Hub({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, token: 'tok' }, stop.signal);
     const ids: string[] = [];
     const notices: string[] = [];
-    const began = Date.now();
     try {
       await tailEvents(hub, {
         topics: [],
@@ -253,7 +259,10 @@ describe('events tail: reconnections', () => {
           ids.push(event.id);
           if (ids.length === 2) stop.abort();
         },
-        onNotice: (text) => notices.push(text),
+        onNotice: (text) => {
+          if (text.startsWith('stream lost') && Number.isNaN(lostAt)) lostAt = performance.now();
+          notices.push(text);
+        },
         wait: async () => undefined,
       });
     } finally {
@@ -264,8 +273,9 @@ describe('events tail: reconnections', () => {
     expect(ids).toEqual(['1', '2']);
     expect(lastIds).toEqual(['', '1']);
     expect(notices[0]).toMatch(/^stream lost: nothing from the hub for [\d.]+ s, not even its heartbeat \(every [\d.]+ s\); waiting 1 s, then reconnecting after event 1$/);
-    // three periods of silence: well before the kernel's keepalive would have said so
-    expect(Date.now() - began).toBeLessThan(5_000);
+    // Three periods of silence (120 ms), well before the kernel's keepalive would have said so (about 12 minutes): timed
+    // from the hub's last write to the notice, a hang guard of twenty-five times those three periods.
+    expect(lostAt - silentSince).toBeLessThan(25 * 3 * heartbeatMs);
   });
 
   it('a hub that states its heartbeat period (`: connected; heartbeat <ms>`) is watched from the start: silence before any heartbeat is lost too', async () => {
@@ -313,10 +323,11 @@ describe('events tail: reconnections', () => {
     const hang: Step = (_req, res) => void hanging.push(res);
     try {
       const s = await script(events(1), hang, events(2));
-      const started = Date.now();
+      const started = performance.now();
       const r = await tail(s, { stopAfter: 2, openTimeoutMs: 300 });
-      // undici's timers are coarse (about a second): far below its two minutes all the same
-      expect(Date.now() - started).toBeLessThan(5_000);
+      // undici's timers are coarse (about a second): far below its two minutes, and the 30 s default open timeout,
+      // all the same (the notice says the 0.3 s cut it): a hang guard of a quarter of that default.
+      expect(performance.now() - started).toBeLessThan(OPEN_TIMEOUT_MS / 4);
       expect(r.error).toBeUndefined();
       expect(r.ids).toEqual(['1', '2']);
       expect(s.lastIds).toEqual(['', '1', '1']);
@@ -500,12 +511,12 @@ describe('svc events tail', () => {
   it('--open-timeout: the wait for the stream\'s head, at the first connection; a wrong value is a usage error before anything is sent', async () => {
     const hanging: ServerResponse[] = [];
     const s = await script((_req, res) => void hanging.push(res));
-    const started = Date.now();
+    const started = performance.now();
     try {
       const r = await svc(s.url, undefined, ['--open-timeout', '2s']);
-      // undici's timers are coarse (about a second)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(1_500);
-      expect(Date.now() - started).toBeLessThan(10_000);
+      // undici's timers are coarse (about a second); the flag's 2 s, not the 30 s default: under half of that.
+      expect(performance.now() - started).toBeGreaterThanOrEqual(1_500);
+      expect(performance.now() - started).toBeLessThan(OPEN_TIMEOUT_MS / 2);
       expect(r).toEqual({ code: 1, out: '', err: `error: ${s.url} took the connection but sent no answer within 2 s\n` });
     } finally {
       for (const res of hanging) res.destroy();
