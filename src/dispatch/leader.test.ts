@@ -101,8 +101,11 @@ describe('advisory-lock elector on a database that does not answer', () => {
     const frozen: number[] = [];
     try {
       const key = 'test:frozen';
-      const leader = new AdvisoryLockElector(server.url, key, 1_000);
-      const follower = new AdvisoryLockElector(server.url, key, 1_000);
+      // The unlock's query_timeout, and how long closing the connection waits before cutting it.
+      const timeoutMs = 1_000;
+      const closeTimeoutMs = 1_000;
+      const leader = new AdvisoryLockElector(server.url, key, timeoutMs, closeTimeoutMs);
+      const follower = new AdvisoryLockElector(server.url, key, timeoutMs, closeTimeoutMs);
       expect(await leader.acquire()).toBe(true);
       expect(await follower.acquire()).toBe(false);
       frozen.push(...freeze(server.clusterDir));
@@ -115,8 +118,8 @@ describe('advisory-lock elector on a database that does not answer', () => {
       clearTimeout(timer);
       // Was: still releasing, for ever (the connection's end waits for the server to close its side).
       expect(outcome).toBe('released');
-      // The unlock's query_timeout (1 s) and endClient's wait (5 s).
-      expect(performance.now() - began).toBeLessThan(10_000);
+      // Within the unlock's query_timeout and the close's wait (2 s together): a hang guard of four times them.
+      expect(performance.now() - began).toBeLessThan(4 * (timeoutMs + closeTimeoutMs));
     } finally {
       thaw(frozen);
       await server.stop();
@@ -131,7 +134,8 @@ describe('advisory-lock elector on a database that does not answer', () => {
     const frozen: number[] = [];
     try {
       frozen.push(...freeze(server.clusterDir));
-      const leadership = new Leadership(new AdvisoryLockElector(server.url, 'test:frozen-connect', 1_000), { checkEvery: 100 });
+      const timeoutMs = 1_000;
+      const leadership = new Leadership(new AdvisoryLockElector(server.url, 'test:frozen-connect', timeoutMs), { checkEvery: 100 });
       const began = performance.now();
       let timer: NodeJS.Timeout | undefined;
       // The first check connects (the server accepts the connection in its kernel, and answers nothing).
@@ -146,7 +150,8 @@ describe('advisory-lock elector on a database that does not answer', () => {
       // Was: still starting, for ever (a connect had no bound; a stop waits for the check under way).
       expect(outcome).toBe('started and stopped');
       expect(leadership.isLeader()).toBe(false);
-      expect(performance.now() - began).toBeLessThan(10_000);
+      // Within the elector's timeout (1 s) for the connect: a hang guard of ten times it.
+      expect(performance.now() - began).toBeLessThan(10 * timeoutMs);
     } finally {
       thaw(frozen);
       await server.stop();
