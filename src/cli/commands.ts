@@ -5,7 +5,7 @@ import { OPEN_TIMEOUT_MS, tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import { isUuid } from '../validation/uuid.js';
 import { download, humanBytes, pollEvery, startRun } from './exports.js';
-import { devBypassWithoutTenant, path, type Query, type Reply, storedForAnother, tokenWithoutTenant } from './http.js';
+import { devBypassWithoutTenant, missingObject, path, type Query, type Reply, storedForAnother, tokenWithoutTenant } from './http.js';
 import { durationOption, manifestFiles, pipedOrHidden, readSource, secretValue } from './input.js';
 import { stringify } from 'yaml';
 import { canonical } from '../manifests/canonical.js';
@@ -282,8 +282,9 @@ async function login(c: Ctx): Promise<number> {
     if (err.status === 403 && NEVER_WORKS.test(err.message)) {
       throw new HttpError(403, `${err.message}; nothing was stored`, err.body);
     }
-    if (err.status === 404 && !/\/api\/*$/i.test(url)) {
-      throw new HttpError(404, `${err.message}; ${url} does not serve GET /api/bff/v1/me: not a svc-hub, or not its base URL; nothing was stored`, err.body);
+    // Every hub serves /me: even its 404 naming something (any other 404 says so already, http.ts) means another server.
+    if (err.status === 404 && missingObject(err.body) && !/\/api\/*$/i.test(url)) {
+      throw new HttpError(404, `${err.message}; ${c.hub(target).notServed('GET', '/api/bff/v1/me')}`, err.body);
     }
     if (err.status !== 403) throw err;
     warn(c, `the hub refused /api/bff/v1/me (${err.message}, HTTP 403); storing the credential anyway`);
@@ -418,18 +419,17 @@ function notSent(err: unknown, later: number, refused: string[] = []): unknown {
  * What `call` answers, or undefined when the hub has no such object: its 404 names the object
  * (`entity partner not found`). Any other 404 is an error, not an object already gone: the hub's for
  * a path it does not serve says `not found` alone (a SVC_URL that is not the hub's base URL), and
- * another server at the URL answers an empty body or JSON of its own (`{"error": "not_found"}`).
+ * another server at the URL answers an empty body or JSON of its own (`{"error": "not_found"}`);
+ * the HTTP helper says so of those (missingObject), and of a sentence naming something else here.
  */
 async function unlessGone<T>(c: Ctx, method: 'GET' | 'DELETE', route: string, kind: string): Promise<Reply<T> | undefined> {
   try {
     return await c.hub().call<T>(method, route);
   } catch (err) {
-    if (!(err instanceof HttpError) || err.status !== 404) throw err;
-    const error = (err.body as { error?: unknown } | undefined)?.error;
-    if (typeof error === 'string' && error.toLowerCase().startsWith(`${kind.toLowerCase()} `) && error.endsWith(' not found')) return undefined;
-    // (a URL ending in /api already says so)
-    if (err.message.includes('without /api')) throw err;
-    throw new HttpError(404, `${err.message}; ${c.hub().target.url} does not serve ${method} ${route}: not a svc-hub, or not its base URL`, err.body);
+    if (!(err instanceof HttpError) || err.status !== 404 || !missingObject(err.body)) throw err;
+    const error = (err.body as { error: string }).error;
+    if (error.toLowerCase().startsWith(`${kind.toLowerCase()} `) && error.endsWith(' not found')) return undefined;
+    throw new HttpError(404, `${err.message}; ${c.hub().notServed(method, route)}`, err.body);
   }
 }
 
@@ -563,7 +563,7 @@ async function preflight(c: Ctx): Promise<number> {
       try {
         applied = (await c.hub().call<{ manifest?: unknown }>('GET', path`/api/connectors/${manifest.name}`)).body;
       } catch (err) {
-        if (err instanceof HttpError && err.status === 404)
+        if (err instanceof HttpError && err.status === 404 && missingObject(err.body))
           throw new CliError(`${manifest.source}: connector ${manifest.name} is not applied; the hub pre-flights applied connectors: run svc apply -f ${file} first`);
         throw err;
       }

@@ -106,7 +106,7 @@ export class Hub {
       body = JSON.stringify(options.json);
     }
     const res = await this.send(method, route, { query: options.query, headers, body, headersTimeout: options.timeoutMs, bodyTimeout: options.timeoutMs });
-    if (res.statusCode >= 300) throw await this.refusal(res, route, options.timeoutMs);
+    if (res.statusCode >= 300) throw await this.refusal(res, method, route, options.timeoutMs);
     const text = await this.bodyText(res, options.timeoutMs);
     const type = String(res.headers['content-type'] ?? '');
     // The hub answers JSON (or nothing: a 204). Anything else is another server at the URL (a web
@@ -161,7 +161,7 @@ export class Hub {
   private async stream(route: string, query: Query, headers: Record<string, string>, headersTimeout?: number): Promise<Dispatcher.ResponseData> {
     const res = await this.send('GET', route, { query, headers, bodyTimeout: 0, headersTimeout });
     if (res.statusCode < 300) return res;
-    throw await this.refusal(res, route);
+    throw await this.refusal(res, 'GET', route);
   }
 
   /**
@@ -169,7 +169,7 @@ export class Hub {
    * A redirect (3xx) is not followed (the credential would go wherever it points, and a POST may come
    * back as a GET): it is an error naming where it points, never a success whose body nobody reads.
    */
-  private async refusal(res: Dispatcher.ResponseData, route: string, timeoutMs?: number): Promise<HttpError> {
+  private async refusal(res: Dispatcher.ResponseData, method: string, route: string, timeoutMs?: number): Promise<HttpError> {
     if (res.statusCode < 400) {
       await res.body.dump();
       return new HttpError(res.statusCode, this.redirected(res.statusCode, header(res.headers.location), route), undefined);
@@ -186,7 +186,7 @@ export class Hub {
     let hinted: string;
     if (withoutTenant && this.target.token) hinted = `${message}; ${tokenWithoutTenant(this.target, await this.via())}`;
     else if (withoutTenant && !this.target.devTenant && !this.target.storedFor && (await this.via()) === 'dev-bypass') hinted = `${message}; ${devBypassWithoutTenant(this.target.url)}`;
-    else hinted = this.withHint(res.statusCode, message);
+    else hinted = this.withHint(res.statusCode, message, parsed, method, route);
     return new HttpError(res.statusCode, hinted, parsed, retryAfter(res.headers['retry-after']));
   }
 
@@ -211,9 +211,11 @@ export class Hub {
    * `tokenWithoutTenant`): at login, the given one is wrong (and nothing is stored); a stored one (or
    * SVC_TOKEN's) has most likely expired. A 401 to a dev-bypass tenant: the hub checks tokens. A 401
    * without a credential because SVC_URL is not the stored login's URL: says so. A 404 from a URL that ends in `/api`: the routes begin
-   * with `/api` themselves, so the URL named the API, not the hub.
+   * with `/api` themselves, so the URL named the API, not the hub. Any other 404 but the hub's for an
+   * object it does not have (an empty body, another server's JSON, the hub's `not found` for a path
+   * it does not serve): the URL is not the hub's base (notServed).
    */
-  private withHint(status: number, message: string): string {
+  private withHint(status: number, message: string, body: unknown, method: string, route: string): string {
     if (status === 401 && this.target.token) return `${message}; ${refusedToken(this.target.tokenFrom)}`;
     if (status === 401 && this.target.devTenant) {
       const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
@@ -224,7 +226,14 @@ export class Hub {
       return `${message}; no credential was sent: svc login --url ${this.target.url} --token-stdin (or --dev-tenant ID), or set SVC_TOKEN (or SVC_DEV_TENANT)`;
     }
     if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})`;
+    if (status === 404 && !missingObject(body)) return `${message}; ${this.notServed(method, route)}`;
     return message;
+  }
+
+  /** What a 404 that is not the hub's for a missing object says: the URL does not serve the route (`; nothing was stored` at login). */
+  notServed(method: string, route: string): string {
+    const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
+    return `${this.target.url} does not serve ${method} ${route.split('?')[0]}: not a svc-hub, or not its base URL${stored}`;
   }
 
   /**
@@ -291,6 +300,20 @@ export class Hub {
     if (this.target.devTenant) return { 'x-tenant-id': this.target.devTenant };
     return {};
   }
+}
+
+/**
+ * Whether a 404's body is the hub's answer for an object it does not have: its error shape (a JSON
+ * object of `error`, and `field` and `hint` alone beside it) whose `error` is a sentence naming the
+ * object (`connector NAME not found`, `decision not found`). Not: the hub's `not found` alone (a path
+ * it does not serve), an empty body, text, or another server's JSON (`{"error": "not_found"}`, a
+ * code rather than a sentence; `{"error": …, "message": …}`).
+ */
+export function missingObject(body: unknown): boolean {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return false;
+  const { error } = body as { error?: unknown };
+  if (typeof error !== 'string' || error === 'not found' || !/\S\s+\S/.test(error)) return false;
+  return Object.keys(body).every((key) => key === 'error' || key === 'field' || key === 'hint');
 }
 
 /** `10 s`, `2.5 s`: a duration as the messages say it. */
