@@ -121,3 +121,25 @@ describe('svc chat', () => {
     for (const row of json.citedRows) expect(row).toEqual({ rowHash: expect.stringMatching(/^[0-9a-f]{64}$/), table: 'ext.bakeries', key: expect.stringMatching(/^b[123]$/) });
   });
 });
+
+describe('svc chat --analytic', () => {
+  it("a scope without a card: the 409's hint says that applying an entity builds none, names the source table not there yet, and the rediscover to run", async () => {
+    const columns = [{ name: 'bakery_id', type: 'text' }, { name: 'name', type: 'text' }];
+    const sources = [
+      { table: 'ext.bakeries', key: 'external_id', columns: { bakery_id: 'external_id', name: 'name' } },
+      { table: 'ext.bakery_branches', key: '$.id', columns: { name: '$.name' } },
+    ];
+    const entity = { apiVersion: 'apps.svc.io/v1', kind: 'Entity', metadata: { name: 'bakery' }, spec: { scope: 'bakers', key: 'bakery_id', columns, sources } };
+    expect(await call('POST', '/api/entities/apply', entity)).toMatchObject({ status: 201 });
+    const asked = await svc(['chat', 'How many bakeries are there?', '--analytic', '--scope', 'bakers']);
+    expect(asked).toEqual({
+      code: 1,
+      out: '',
+      err:
+        "error: no schema discovered for scope 'bakers' — apply an entity or run discovery first; hint: applying an entity or a connector does not build the card: " +
+        "POST /api/platform/rag/rediscover?scope=bakers (svc rediscover --scope bakers) builds it from the scope's ingested tables and the entities declaring it; " +
+        'it leaves off an entity whose source is not there yet, until a run of its connector writes it and the scope is rediscovered again: ' +
+        'source table ext.bakery_branches of entity bakery does not exist (HTTP 409)\n',
+    });
+  });
+});

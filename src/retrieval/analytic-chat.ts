@@ -15,7 +15,7 @@ import type { SchemaCard } from './analytic/schema-card.js';
 import { fencedData } from './chat/fence.js';
 import type { ChatPort } from './chat/port.js';
 import { NO_CHAT } from './chat/semantic.js';
-import { dataAsOf, loadCard } from './discovery.js';
+import { dataAsOf, entitiesOfCard, loadCard } from './discovery.js';
 import { scopeHasWorkflow } from '../workflows/store.js';
 
 /** The analytic answer of spec 2. */
@@ -118,6 +118,23 @@ function phrase(rows: Record<string, unknown>[], limit: number): string {
   return `${rows.length} row${rows.length === 1 ? '' : 's'}${rows.length >= limit ? ` (the first ${limit})` : ''}.`;
 }
 
+/**
+ * The 409 of a scope without a card. Only a rediscover builds one (applying an entity or a connector
+ * does not: discovery reads every column of the scope's tables), which its hint says; to a caller
+ * bound to no scope it also names what of the scope's entities that rediscover would leave off, their
+ * source tables not existing yet (the connector writing one has not run).
+ */
+async function noCard(db: Database, tenantId: number, name: string, unbound: boolean): Promise<ConflictError> {
+  const error = `no schema discovered for scope '${name}' — apply an entity or run discovery first`;
+  if (name === '') {
+    return new ConflictError(error, undefined, 'ask with a scope (the tenant\'s connectors name theirs in `scopes`): POST /api/platform/rag/rediscover?scope=SCOPE (svc rediscover --scope SCOPE) builds that scope\'s card from its ingested tables');
+  }
+  const leftOff = unbound ? (await db.withTenant(tenantId, (tx) => entitiesOfCard(tx, name))).leftOff : [];
+  const rediscover = `POST /api/platform/rag/rediscover?scope=${encodeURIComponent(name)} (svc rediscover --scope ${name})`;
+  const later = leftOff.length ? `; it leaves off an entity whose source is not there yet, until a run of its connector writes it and the scope is rediscovered again: ${leftOff.join('; ')}` : '';
+  return new ConflictError(error, undefined, `applying an entity or a connector does not build the card: ${rediscover} builds it from the scope's ingested tables and the entities declaring it${later}`);
+}
+
 export interface AnalyticDeps {
   db: Database;
   chat: ChatPort | undefined;
@@ -149,15 +166,7 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
     const readable = found && (await readableCard(tx, found.card, resolved.allowed));
     return { stored: found, card: readable, asOf: await dataAsOf(tx, name), entities: await entityRelations(tx, readable), lifecycle: await scopeHasWorkflow(tx, name) };
   });
-  if (!stored) {
-    throw new ConflictError(
-      `no schema discovered for scope '${name}' — apply an entity or run discovery first`,
-      undefined,
-      name === ''
-        ? 'ask with a scope (the tenant\'s connectors name theirs in `scopes`): POST /api/platform/rag/rediscover?scope=SCOPE (svc rediscover --scope SCOPE) builds that scope\'s card from its ingested tables'
-        : `POST /api/platform/rag/rediscover?scope=${encodeURIComponent(name)} (svc rediscover --scope ${name}) builds the card from the scope's ingested tables`,
-    );
-  }
+  if (!stored) throw await noCard(deps.db, tenantId, name, resolved.allowed === undefined);
   if (card!.relations.length === 0 && stored.card.relations.length > 0) throw new ScopeNotGranted();
   const otherDoors: string[] = [];
   // Where the scope fuses entities, what their sources disagree on is in the conflict ledger (off the card).

@@ -3,6 +3,7 @@ import { tenantTableSql } from '../connectors/target/ddl.js';
 import type { Database, Tx } from '../db/database.js';
 import { EntityDefinitionError, typedEntityRelation } from '../entities/relation.js';
 import { entitiesOfScope } from '../entities/store.js';
+import type { EntityDef } from '../entities/types.js';
 import { HubError, type Rendered } from '../errors.js';
 import { cancelledOnAbort } from './analytic/run.js';
 import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-card.js';
@@ -189,16 +190,10 @@ export async function discoverCard(
     relations.push({ name: table_name, columns: card });
     doing = "reading the scope's tables";
   }
-  let entities = 0;
   doing = "reading the scope's entities";
-  for (const entity of await entitiesOfScope(tx, scope)) {
-    try {
-      await typedEntityRelation(tx, entity);
-    } catch (err) {
-      if (err instanceof EntityDefinitionError) continue; // a source not ingested yet: the next discovery adds it
-      throw err;
-    }
-    entities++;
+  // An entity with a source not ingested yet is left off: the next discovery adds it.
+  const { readable } = await entitiesOfCard(tx, scope);
+  for (const entity of readable) {
     relations.push({
       name: `${ENTITY_SCHEMA}.${entity.name}`,
       entity: entity.name,
@@ -212,7 +207,7 @@ export async function discoverCard(
       }),
     });
   }
-  const sourceType = entities > 0 ? 'entity' : 'discovered';
+  const sourceType = readable.length > 0 ? 'entity' : 'discovered';
   const stored: SchemaCard = { scope, relations };
   doing = 'storing the card';
   await tx.query(
@@ -221,6 +216,26 @@ export async function discoverCard(
     [scope, sourceType, JSON.stringify(stored)],
   );
   return { scope, tableCount: relations.length, columnCount: relations.reduce((n, r) => n + r.columns.length, 0), enriched: false, sourceType };
+}
+
+/**
+ * The entities declaring the scope that a discovery puts on its card now (`readable`: their sources
+ * and mapped columns exist), and why each other one is left off (`leftOff`: `source table ext.t of
+ * entity e does not exist`, the EntityDefinitionError's message).
+ */
+export async function entitiesOfCard(tx: Tx, scope: string): Promise<{ readable: EntityDef[]; leftOff: string[] }> {
+  const readable: EntityDef[] = [];
+  const leftOff: string[] = [];
+  for (const entity of await entitiesOfScope(tx, scope)) {
+    try {
+      await typedEntityRelation(tx, entity);
+      readable.push(entity);
+    } catch (err) {
+      if (!(err instanceof EntityDefinitionError)) throw err;
+      leftOff.push(err.message);
+    }
+  }
+  return { readable, leftOff };
 }
 
 /** End of the scope's last completed run (analytic `dataAsOf`), or undefined when it has none. */
