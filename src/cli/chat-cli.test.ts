@@ -122,7 +122,7 @@ describe('svc chat', () => {
   });
 });
 
-describe('svc chat --analytic', () => {
+describe('svc chat --analytic and svc rediscover', () => {
   it("a scope without a card: the 409's hint says that applying an entity builds none, names the source table not there yet, and the rediscover to run", async () => {
     const columns = [{ name: 'bakery_id', type: 'text' }, { name: 'name', type: 'text' }];
     const sources = [
@@ -141,5 +141,24 @@ describe('svc chat --analytic', () => {
         'it leaves off an entity whose source is not there yet, until a run of its connector writes it and the scope is rediscovered again: ' +
         'source table ext.bakery_branches of entity bakery does not exist (HTTP 409)\n',
     });
+    // That rediscover finds nothing yet: it says why.
+    expect(await svc(['rediscover', '--scope', 'bakers'])).toEqual({
+      code: 0,
+      out: 'scope bakers: 0 table(s), 0 column(s) discovered (source discovered)\n',
+      err: "warning: scope 'bakers' is declared by entity/bakery, but none of the tables they read exists yet: run the connectors, then svc rediscover --scope bakers again\n",
+    });
+  });
+
+  it('rediscover of a scope no connector or entity declares warns (a typo), and exits 0 as the hub stored the empty card', async () => {
+    expect(await svc(['rediscover', '--scope', 'nope'])).toEqual({
+      code: 0,
+      out: 'scope nope: 0 table(s), 0 column(s) discovered (source discovered)\n',
+      err: "warning: no connector or entity of the tenant declares scope 'nope' (svc connectors ls and svc entities ls show their scopes): its card is empty\n",
+    });
+    const json = await svc(['rediscover', '--scope', 'nope', '--json']);
+    expect(json).toMatchObject({ code: 0, err: expect.stringContaining("no connector or entity of the tenant declares scope 'nope'") });
+    expect(JSON.parse(json.out)).toMatchObject({ scope: 'nope', tableCount: 0 });
+    // A scope with a table: no warning.
+    expect(await svc(['rediscover', '--scope', 'partners'])).toMatchObject({ code: 0, out: expect.stringMatching(/^scope partners: 1 table\(s\)/), err: '' });
   });
 });

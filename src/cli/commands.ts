@@ -1246,6 +1246,7 @@ export const COMMANDS: Command[] = [
         { query: { scope: str(c, 'scope') } },
       );
       show(c, body, () => `scope ${body.scope}: ${body.tableCount} table(s), ${body.columnCount} column(s) discovered (source ${body.sourceType}${body.enriched ? ', enriched' : ''})\n`);
+      if (body.tableCount === 0) await warnEmptyCard(c, body.scope);
       return 0;
     },
   },
@@ -1260,6 +1261,26 @@ export const COMMANDS: Command[] = [
     run: runTui,
   },
 ];
+
+/**
+ * A rediscover that found nothing stored an empty card: a warning says why, whether no connector or
+ * entity of the tenant declares the scope (a typo), or those that do have no table yet. Asked on
+ * this path only; a list the caller may not read leaves the warning out.
+ */
+async function warnEmptyCard(c: Ctx, scope: string): Promise<void> {
+  const declaring: string[] = [];
+  for (const [kind, route] of [['connector', '/api/connectors'], ['entity', '/api/entities']] as const) {
+    try {
+      const { body } = await c.hub().call<Array<{ name: string; scopes?: unknown }>>('GET', route);
+      for (const row of body) if (Array.isArray(row.scopes) && row.scopes.includes(scope)) declaring.push(`${kind}/${row.name}`);
+    } catch (err) {
+      if (err instanceof HttpError) return;
+      throw err;
+    }
+  }
+  if (!declaring.length) warn(c, `no connector or entity of the tenant declares scope '${scope}' (svc connectors ls and svc entities ls show their scopes): its card is empty`);
+  else warn(c, `scope '${scope}' is declared by ${declaring.join(', ')}, but none of the tables they read exists yet: run the connectors, then svc rediscover --scope ${scope} again`);
+}
 
 /** A warning on stderr: its text may quote the hub or a manifest, so it is shown, never obeyed by the terminal. */
 /** A manifest issue as a line: its field first; the entry counting the issues past the listed ones has none. */
