@@ -595,8 +595,16 @@ describe('svc-hub executable', () => {
       expect(() => process.kill(pgPid, 0)).toThrow();
       expect(pidsWith(sleep)).toEqual([]);
     } finally {
-      // Should it fail: the server (in a process group of its own) not left running.
+      // Should it fail: the server (in a process group of its own) not left running, nor, when its postmaster
+      // was killed, its startup process waiting in the restore_command (a killed restore_command ends it).
       if (isLive(pgPid)) process.kill(pgPid, 'SIGQUIT');
+      for (const pid of pidsWith(sleep)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
     }
 
     // The recovery undone, the next start serves on the same cluster.
