@@ -59,6 +59,16 @@ const PROBE_MS = 5_000;
 /** The hub's 401 when the call needs a tenant and the caller names none (the token was taken, or, with the dev bypass, never read): `no tenant in security context`. */
 const NO_TENANT = new NoTenantError().message;
 
+/** What a refusal adds at login (the token given is stored only once the hub took it): nothing elsewhere. */
+function nothingStored(target: Target): string {
+  return target.tokenFrom === 'login' ? '; nothing was stored' : '';
+}
+
+/** The end of what svc says of a URL whose answers are not the hub's. */
+function notAHub(target: Target): string {
+  return `not a svc-hub, or not its base URL${nothingStored(target)}`;
+}
+
 /**
  * What a 401 `no tenant in security context` to a token means, by how `/api/bff/v1/me` says the hub
  * authenticated the same credential: a hub running the dev bypass reads no token (the tenant comes from
@@ -67,7 +77,7 @@ const NO_TENANT = new NoTenantError().message;
  */
 export function tokenWithoutTenant(target: Target, via: unknown): string {
   const which = target.tokenFrom === 'environment' ? 'the token in SVC_TOKEN' : target.tokenFrom === 'login' ? 'the given token' : 'the stored token';
-  const stored = target.tokenFrom === 'login' ? '; nothing was stored' : '';
+  const stored = nothingStored(target);
   const devTenant = target.tokenFrom === 'environment' ? 'unset SVC_TOKEN and set SVC_DEV_TENANT=ID' : `svc login --url ${target.url} --dev-tenant ID`;
   if (via === 'dev-bypass') return `${target.url} runs the dev bypass and reads no token, so the call named no tenant: ${devTenant}${stored}`;
   const useOther = "use a token of a tenant's user";
@@ -145,9 +155,8 @@ export class Hub {
 
   /** A success that is not what the hub answers (another server at the URL: a web console's page for every path). */
   private notTheHub(method: string, route: string, status: number, type: string, expected: string): CliError {
-    const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
     const media = type.split(';')[0] || 'and no Content-Type';
-    return new CliError(`${this.target.url} answered ${method} ${route.split('?')[0]} with ${status} ${media}, not ${expected}: not a svc-hub, or not its base URL${stored}`);
+    return new CliError(`${this.target.url} answered ${method} ${route.split('?')[0]} with ${status} ${media}, not ${expected}: ${notAHub(this.target)}`);
   }
 
   /**
@@ -218,7 +227,7 @@ export class Hub {
   private withHint(status: number, message: string, body: unknown, method: string, route: string): string {
     if (status === 401 && this.target.token) return `${message}; ${refusedToken(this.target.tokenFrom)}`;
     if (status === 401 && this.target.devTenant) {
-      const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
+      const stored = nothingStored(this.target);
       return `${message}; this hub checks tokens (it has no dev bypass): svc login --url ${this.target.url} --token-stdin${stored}`;
     }
     if (status === 401 && this.target.storedFor) return `${message}; ${storedForAnother(this.target)}`;
@@ -232,8 +241,7 @@ export class Hub {
 
   /** What a 404 that is not the hub's for a missing object says: the URL does not serve the route (`; nothing was stored` at login). */
   notServed(method: string, route: string): string {
-    const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
-    return `${this.target.url} does not serve ${method} ${route.split('?')[0]}: not a svc-hub, or not its base URL${stored}`;
+    return `${this.target.url} does not serve ${method} ${route.split('?')[0]}: ${notAHub(this.target)}`;
   }
 
   /**
@@ -242,7 +250,7 @@ export class Hub {
    */
   private redirected(status: number, location: string | undefined, route: string): string {
     const what = `${status} ${STATUS_CODES[status] ?? 'redirect'}`;
-    const stored = this.target.tokenFrom === 'login' ? '; nothing was stored' : '';
+    const stored = nothingStored(this.target);
     if (!location) return `${this.target.url} answered ${what} without a Location; svc follows no redirect${stored}`;
     const target = URL.canParse(location, this.url(route)) ? new URL(location, this.url(route)) : undefined;
     const routePath = route.split('?')[0]!;
