@@ -24,7 +24,7 @@ const manifest = (name: string, path = '/items') => ({
 });
 const apply = async (tenant: number, name: string, path?: string) => {
   const applied = await t.db.withTenant(tenant, (tx) => applyConnector(tx, manifest(name.toLowerCase(), path)));
-  return { name: applied.connector.name, created: applied.created };
+  return { name: applied.connector.name, created: applied.created, unchanged: applied.unchanged };
 };
 const count = async (tenant: number) => Number((await t.db.withTenant(tenant, (tx) => tx.query<{ n: number }>('select count(*)::int as n from connectors.connectors'))).rows[0]!.n);
 

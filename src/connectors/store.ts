@@ -112,15 +112,20 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;
   // Locked as the upsert below would lock it: the connector replaced is the one read (replacedScopes).
-  const { rows: stored } = await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1 for no key update`, [draft.name]);
-  if (stored[0] && unchangedApply({ manifest: stored[0].manifest, normalised: stored[0].spec }, manifest, storedFormOf(draft, stored[0]))) {
-    return { connector: specOf(stored[0]), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteConflicts(tx, draft))], replacedScopes: stored[0].scopes };
-  }
+  const held = async () => (await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1 for no key update`, [draft.name])).rows[0];
+  const unchanged = async (stored: ConnectorRow | undefined): Promise<ApplyResult | undefined> =>
+    stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, storedFormOf(draft, stored))
+      ? { connector: specOf(stored), created: false, unchanged: true, warnings: [...check.warnings, ...(await promoteConflicts(tx, draft))], replacedScopes: stored.scopes }
+      : undefined;
+  const before = await unchanged(await held());
+  if (before) return before;
   await takeTenantPlace(tx, { table: 'connectors.connectors', noun: 'connector', plural: 'connectors', max: MAX_CONNECTORS_PER_TENANT }, draft.name);
   // Read again once the tenant's turn is taken: an apply of the name that committed since the read above (it
-  // held the turn) is the connector this one replaces.
-  const { rows: now } = await tx.query<{ scopes: string[] }>('select scopes from connectors.connectors where name = $1 for no key update', [draft.name]);
-  const replacedScopes = now[0]?.scopes;
+  // held the turn) is the connector this one replaces, or stored this very manifest already (unchanged).
+  const now = await held();
+  const same = await unchanged(now);
+  if (same) return same;
+  const replacedScopes = now?.scopes;
 
   const upserted = await tx.query<{ id: string; created: boolean }>(
     `insert into connectors.connectors (tenant_id, name, connector_type, scopes, schedule, manifest, spec, created_by, updated_by)

@@ -21,7 +21,7 @@ const manifest = (name: string, scope = 'crm') => ({
 });
 const apply = async (tenant: number, name: string, scope?: string) => {
   const applied = await t.db.withTenant(tenant, (tx) => applyEntity(tx, manifest(name, scope)));
-  return { name: applied.entity.name, created: applied.created };
+  return { name: applied.entity.name, created: applied.created, unchanged: applied.unchanged };
 };
 const count = async (tenant: number) => (await t.db.withTenant(tenant, (tx) => listEntities(tx))).length;
 

@@ -72,19 +72,26 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
   const draft = check.entity;
   const warnings = [...check.warnings, ...(await checkSources(tx, draft))];
   // Locked as the upsert below would lock it: the entity replaced is the one read (replacedScopes).
-  const { rows: held } = await tx.query<{ id: string; manifest: unknown; spec: unknown; scopes: string[] }>(
-    'select id, manifest, spec, scopes from entities.entities where name = lower($1) for no key update',
-    [draft.name],
-  );
-  const stored = held[0];
-  if (stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, draft)) {
-    return { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings, replacedScopes: stored.scopes };
-  }
+  const held = async () =>
+    (
+      await tx.query<{ id: string; manifest: unknown; spec: unknown; scopes: string[] }>(
+        'select id, manifest, spec, scopes from entities.entities where name = lower($1) for no key update',
+        [draft.name],
+      )
+    ).rows[0];
+  const unchanged = (stored: { id: string; manifest: unknown; spec: unknown; scopes: string[] } | undefined): ApplyResult | undefined =>
+    stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, draft)
+      ? { entity: { id: stored.id, ...draft }, created: false, unchanged: true, warnings, replacedScopes: stored.scopes }
+      : undefined;
+  const before = unchanged(await held());
+  if (before) return before;
   await takeTenantPlace(tx, { table: 'entities.entities', noun: 'entity', plural: 'entities', max: MAX_ENTITIES_PER_TENANT }, draft.name);
   // Read again once the tenant's turn is taken: an apply of the name that committed since the read above (it
-  // held the turn) is the entity this one replaces.
-  const { rows: now } = await tx.query<{ scopes: string[] }>('select scopes from entities.entities where name = lower($1) for no key update', [draft.name]);
-  const replacedScopes = now[0]?.scopes;
+  // held the turn) is the entity this one replaces, or stored this very manifest already (unchanged).
+  const now = await held();
+  const same = unchanged(now);
+  if (same) return same;
+  const replacedScopes = now?.scopes;
 
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into entities.entities (tenant_id, name, scopes, key, manifest, spec, created_by, updated_by)

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe } from '@jest/globals';
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { ITEM_ENTITY, itemS3Export } from '../../test/harness/export-manifests.js';
-import { tenantCapCases } from '../../test/harness/tenant-cap-cases.js';
+import { tenantCapCases, whileTurnHeld } from '../../test/harness/tenant-cap-cases.js';
 import { applyEntity } from '../entities/store.js';
 import { entityShape } from './entity-shape.js';
 import { applyExport } from './store.js';
@@ -18,7 +18,7 @@ let t: MigratedDatabase;
 
 const apply = async (tenant: number, name: string, endpoint = 'http://127.0.0.1:9') => {
   const applied = await t.db.withTenant(tenant, (tx) => applyExport(tx, itemS3Export(name, endpoint), { entity: entityShape }));
-  return { name: applied.spec.name, created: applied.created };
+  return { name: applied.spec.name, created: applied.created, unchanged: applied.unchanged };
 };
 const count = async (tenant: number) => Number((await t.db.withTenant(tenant, (tx) => tx.query<{ n: number }>('select count(*)::int as n from exports.exports'))).rows[0]!.n);
 
@@ -48,5 +48,24 @@ describe('exports per tenant', () => {
           [names],
         );
       }),
+  });
+});
+
+describe('an export created twice at once', () => {
+  it('answers the second apply with the scope of the export it replaces, as an update of a stored one', async () => {
+    // Two new exports of one name, of scopes crm and sales, read none stored before either commits.
+    // The one applied second replaces the first: its caller must hold the first's scope too
+    // (`replacedScope`, checked as a delete checks it), or a scope-bound user takes over an export
+    // of a scope they do not hold by applying its name at the same time.
+    await t.db.withTenant(602, (tx) => applyEntity(tx, { ...ITEM_ENTITY, metadata: { name: 'ware' }, spec: { ...ITEM_ENTITY.spec, scope: 'sales' } }));
+    const of = (scope: string) => {
+      const manifest = itemS3Export('contested', 'http://127.0.0.1:9');
+      return { ...manifest, spec: { ...manifest.spec, scope, source: { entity: scope === 'crm' ? 'item' : 'ware' } } };
+    };
+    const results = await whileTurnHeld(t.db, 602, 'exports', ['crm', 'sales'].map((scope) => () => t.db.withTenant(602, (tx) => applyExport(tx, of(scope), { entity: entityShape }))));
+    const [first, second] = results[0]!.created ? results : [results[1]!, results[0]!];
+    expect(first).toMatchObject({ created: true });
+    expect(first!.replacedScope).toBeUndefined();
+    expect(second).toMatchObject({ created: false, unchanged: false, replacedScope: first!.spec.scope });
   });
 });

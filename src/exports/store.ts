@@ -67,10 +67,21 @@ export async function applyExport(
   // The export this apply replaces, its row held until the transaction ends: replacing an export
   // changes (or ends) what it publishes, which needs its scope as a delete does (`replacedScope`).
   // The manifest stored already is written again not at all (`unchanged`).
-  const replaced = await tx.query<{ id: string; scope: string; manifest: unknown; spec: unknown }>('select id, scope, manifest, spec from exports.exports where name = $1 for update', [spec.name]);
-  const prior = replaced.rows[0];
-  if (prior && unchangedApply({ manifest: prior.manifest, normalised: prior.spec }, manifest, spec)) return { id: prior.id, spec, created: false, unchanged: true, warnings: check.warnings, replacedScope: prior.scope };
+  const held = async () =>
+    (await tx.query<{ id: string; scope: string; manifest: unknown; spec: unknown }>('select id, scope, manifest, spec from exports.exports where name = $1 for update', [spec.name])).rows[0];
+  const unchanged = (stored: { id: string; scope: string; manifest: unknown; spec: unknown } | undefined) =>
+    stored && unchangedApply({ manifest: stored.manifest, normalised: stored.spec }, manifest, spec)
+      ? { id: stored.id, spec, created: false, unchanged: true, warnings: check.warnings, replacedScope: stored.scope }
+      : undefined;
+  const before = unchanged(await held());
+  if (before) return before;
   await takeTenantPlace(tx, { table: 'exports.exports', noun: 'export', plural: 'exports', max: MAX_EXPORTS_PER_TENANT }, spec.name);
+  // Read again once the tenant's turn is taken: an apply of the name that committed since the read above (it
+  // held the turn) is the export this one replaces (its scope needed as a delete needs it), or stored this
+  // very manifest already (unchanged).
+  const prior = await held();
+  const same = unchanged(prior);
+  if (same) return same;
   const { rows } = await tx.query<{ id: string; created: boolean }>(
     `insert into exports.exports (tenant_id, name, entity, scope, schedule, manifest, spec, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)

@@ -68,10 +68,16 @@ export function checkedProcess(manifest: unknown): ProcessDraft {
 export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');
   const p = checkedProcess(manifest);
-  const { rows: held } = await tx.query<Row>(`select ${COLUMNS} from processes.processes where name = lower($1)`, [p.name]);
-  const stored = held[0];
-  if (stored && unchangedApply({ manifest: stored.manifest, normalised: storedForm(recordOf(stored)) }, manifest, storedForm(p))) return { name: p.name, created: false, unchanged: true, warnings: [] };
+  const unchanged = async () => {
+    const { rows } = await tx.query<Row>(`select ${COLUMNS} from processes.processes where name = lower($1)`, [p.name]);
+    const stored = rows[0];
+    return stored !== undefined && unchangedApply({ manifest: stored.manifest, normalised: storedForm(recordOf(stored)) }, manifest, storedForm(p));
+  };
+  if (await unchanged()) return { name: p.name, created: false, unchanged: true, warnings: [] };
   await takeTenantPlace(tx, { table: 'processes.processes', noun: 'process', plural: 'processes', max: MAX_PROCESSES_PER_TENANT }, p.name);
+  // Asked again once the tenant's turn is taken: an apply of the same manifest that committed since
+  // the read above (it held the turn) stored it already.
+  if (await unchanged()) return { name: p.name, created: false, unchanged: true, warnings: [] };
   const { rows } = await tx.query<{ created: boolean }>(
     `insert into processes.processes (tenant_id, name, event, when_expr, decision, message, manifest, created_by, updated_by)
      values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7, $7)

@@ -1,6 +1,8 @@
 import { expect, it } from '@jest/globals';
 import type { Database, Tx } from '../../src/db/database.js';
 import { ConflictError, ValidationError } from '../../src/errors.js';
+import { deferred } from './deferred.js';
+import { until } from './until.js';
 
 /**
  * The cases every kind capped per tenant (src/manifests/tenant-cap.ts) is held to, on a real
@@ -16,7 +18,7 @@ export function tenantCapCases(o: {
   limit: number;
   db: () => Database;
   /** Applies `name` in `tenant`; `changed` applies it with another spec (an update). */
-  apply: (tenant: number, name: string, changed?: boolean) => Promise<unknown>;
+  apply: (tenant: number, name: string, changed?: boolean) => Promise<{ created: boolean; unchanged: boolean }>;
   count: (tenant: number) => Promise<number>;
   /** Where the kind is stored (`workflows.workflows`), for the deletes that make room. */
   table: string;
@@ -63,6 +65,15 @@ export function tenantCapCases(o: {
     const outcomes = await Promise.allSettled([o.apply(601, 'race-a'), o.apply(601, 'race-b'), o.apply(601, 'race-c')]);
     expect(outcomes.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
     expect(await o.count(601)).toBe(limit);
+  });
+
+  it(`answers one ${noun} applied several times at once, new, as created once and unchanged after`, async () => {
+    // The tenant's turn is held while three applies of one new manifest read: each finds none stored
+    // and waits for the turn. Those after the first must find it stored then and write nothing, as
+    // an apply of the stored manifest does, not answer an update (`configured`) over the same manifest.
+    const results = await whileTurnHeld(o.db(), 602, plural, [0, 1, 2].map(() => () => o.apply(602, 'twin')));
+    expect(results.filter((r) => r.created)).toHaveLength(1);
+    expect(results.filter((r) => !r.created)).toEqual(Array(2).fill(expect.objectContaining({ unchanged: true })));
   });
 }
 
@@ -183,4 +194,26 @@ export function deletedHistoryCases(o: {
     }
     expect(await deleted(tenant)).toHaveLength(kept + (o.hold ? 1 : 0));
   }, 60_000);
+}
+
+/**
+ * Runs `applies` at once while `tenant`'s turn for `plural` (takeTenantPlace) is held, and lets the
+ * turn go once every one of them waits for it: each has read what it reads before its turn by then,
+ * so the applies meet as concurrent ones do at their worst. Takes one connection of `db` beside theirs.
+ */
+export async function whileTurnHeld<T>(db: Database, tenant: number, plural: string, applies: (() => Promise<T>)[]): Promise<T[]> {
+  const turnTaken = deferred();
+  const holder = db.withTenant(tenant, async (tx) => {
+    await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:' || $1 || ':' || core.current_tenant()::text, 0))`, [plural]);
+    turnTaken.resolve();
+    await until(`the ${applies.length} applies to wait for the tenant's turn`, async () => {
+      const { rows } = await tx.query<{ n: number }>(
+        `select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`,
+      );
+      return rows[0]!.n === applies.length;
+    });
+  });
+  await turnTaken.promise;
+  const [, results] = await Promise.all([holder, Promise.all(applies.map((apply) => apply()))]);
+  return results;
 }
