@@ -1,10 +1,9 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
-import { main } from './main.js';
+import { svcRunner } from '../../test/harness/svc-cli.js';
 
 /** `svc audit ls` against a real hub (dev bypass, tenant 1): the table, --json, the filters and --all paging. */
 
@@ -12,17 +11,7 @@ let hub: TestHub;
 let dir: string;
 let config: string;
 
-async function svc(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, {
-    stdout: { write: (text: string) => (out += text) },
-    stderr: { write: (text: string) => (err += text) },
-    stdin: Readable.from([]),
-    env: { SVC_CLI_CONFIG: config },
-  });
-  return { code, out, err };
-}
+const svc = svcRunner(() => ({ env: { SVC_CLI_CONFIG: config } }));
 
 beforeAll(async () => {
   hub = await startTestHub();

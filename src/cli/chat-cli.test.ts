@@ -4,13 +4,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { type ChatModel, startChatModel } from '../../test/harness/chat-model.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { indexAll } from '../../test/harness/retrieval.js';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
-import { main } from './main.js';
+import { svcRunner } from '../../test/harness/svc-cli.js';
 import { until } from '../../test/harness/until.js';
 
 /**
@@ -45,17 +44,7 @@ function connector(name: string, scope: string, path: string, table: string): Re
   };
 }
 
-async function svc(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, {
-    stdout: { write: (text: string) => (out += text) },
-    stderr: { write: (text: string) => (err += text) },
-    stdin: Readable.from([]),
-    env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url, SVC_TOKEN: token },
-  });
-  return { code, out, err };
-}
+const svc = svcRunner(() => ({ env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url, SVC_TOKEN: token } }));
 
 async function call(method: string, path: string, body?: unknown): Promise<{ status: number; body: unknown }> {
   const res = await fetch(`${hub.url}${path}`, {

@@ -5,7 +5,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
 import { parse, stringify } from 'yaml';
@@ -15,12 +15,12 @@ import { packageRoot } from '../package-root.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { until } from '../../test/harness/until.js';
-import { main } from './main.js';
+import { runSvc, svcRunner, type Terminal } from '../../test/harness/svc-cli.js';
 import { printable } from './output.js';
 
 /**
  * The `svc` client against a real hub on loopback (dev bypass) and the real demo source: main()
- * in-process with captured output, a temporary config file, and once the executable itself.
+ * in-process with captured output (test/harness/svc-cli.ts), a temporary config file, and once the executable itself.
  */
 
 let hub: TestHub;
@@ -28,29 +28,7 @@ let demo: Awaited<ReturnType<typeof startDemoSource>>;
 let dir: string;
 let config: string;
 
-interface Result {
-  code: number;
-  out: string;
-  err: string;
-}
-
-async function svc(args: string[], options: { stdin?: string; env?: Record<string, string>; signal?: AbortSignal; onOut?: (text: string) => void } = {}): Promise<Result> {
-  let out = '';
-  let err = '';
-  const code = await main(args, {
-    stdout: {
-      write: (text: string) => {
-        out += text;
-        options.onOut?.(out);
-      },
-    },
-    stderr: { write: (text: string) => (err += text) },
-    stdin: Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin)]),
-    env: options.env ?? { SVC_CLI_CONFIG: config },
-    signal: options.signal,
-  });
-  return { code, out, err };
-}
+const svc = svcRunner(() => ({ env: { SVC_CLI_CONFIG: config } }));
 
 const EXAMPLE = join(packageRoot(), 'examples', 'open.yaml');
 
@@ -723,23 +701,11 @@ describe('apply and connectors', () => {
       await small.stop();
     }
     // On a terminal the line is cleared once the file is read, also when it could not be (before the error).
-    let err = '';
-    const code = await main(['apply', '-f', '-'], {
-      stdout: { write: () => undefined },
-      stderr: { isTTY: true, write: (text: string) => (err += text) },
-      stdin: Readable.from([Buffer.from(`${'x'.repeat(1024 * 1024 + 100)}: [\n`)]),
-      env: { SVC_CLI_CONFIG: config },
-    });
+    const { code, err } = await svc(['apply', '-f', '-'], { stderr: { isTTY: true }, stdin: `${'x'.repeat(1024 * 1024 + 100)}: [\n` });
     expect(code).toBe(1);
     expect(err.startsWith('reading stdin (1.0 MiB)…\r\u001b[Kerror: stdin document 1: ')).toBe(true);
     // TERM=dumb: a terminal that cannot erase a line gets the line ended instead
-    let dumb = '';
-    await main(['apply', '-f', '-'], {
-      stdout: { write: () => undefined },
-      stderr: { isTTY: true, write: (text: string) => (dumb += text) },
-      stdin: Readable.from([Buffer.from(`${'x'.repeat(1024 * 1024 + 100)}: [\n`)]),
-      env: { SVC_CLI_CONFIG: config, TERM: 'dumb' },
-    });
+    const { err: dumb } = await svc(['apply', '-f', '-'], { stderr: { isTTY: true }, stdin: `${'x'.repeat(1024 * 1024 + 100)}: [\n`, env: { SVC_CLI_CONFIG: config, TERM: 'dumb' } });
     expect(dumb.startsWith('reading stdin (1.0 MiB)…\nerror: stdin document 1: ')).toBe(true);
   });
 
@@ -1025,19 +991,13 @@ describe('secrets', () => {
   it('Ctrl-C at the hidden prompt (a character in raw mode, not a signal) exits 130 and stores nothing', async () => {
     // A terminal's stdin as the prompt uses it: raw mode on and off, Ctrl-C arriving as \u0003.
     const stdin = Object.assign(new PassThrough(), { isTTY: true, modes: [] as boolean[], setRawMode(on: boolean) { this.modes.push(on); return this; } });
-    let err = '';
-    const done = main(['secrets', 'create', 'typed'], {
-      stdout: { write: () => undefined },
-      stderr: {
-        write: (text: string) => {
-          err += text;
-          if (text.startsWith('Value of typed')) stdin.write('abc\u0003');
-        },
-      },
+    const { code, err } = await svc(['secrets', 'create', 'typed'], {
       stdin,
-      env: { SVC_CLI_CONFIG: config },
+      onErr: (_err, text) => {
+        if (String(text).startsWith('Value of typed')) stdin.write('abc\u0003');
+      },
     });
-    expect(await done).toBe(130);
+    expect(code).toBe(130);
     expect(err).toBe('Value of typed: \n');
     expect(stdin.modes).toEqual([true, false]);
     expect((await svc(['secrets', 'ls'])).out).not.toContain('typed');
@@ -1046,23 +1006,17 @@ describe('secrets', () => {
   it('a signal (SIGTERM, or SIGINT sent by kill) at the hidden prompt ends it as its Ctrl-C key does: exit 130 at once, raw mode off, nothing stored', async () => {
     const stdin = Object.assign(new PassThrough(), { isTTY: true, modes: [] as boolean[], setRawMode(on: boolean) { this.modes.push(on); return this; } });
     const stop = new AbortController();
-    let err = '';
-    const done = main(['secrets', 'create', 'signalled'], {
-      stdout: { write: () => undefined },
-      stderr: {
-        write: (text: string) => {
-          err += text;
-          if (text.startsWith('Value of signalled')) {
-            stdin.write('abc');
-            setTimeout(() => stop.abort(), 100);
-          }
-        },
-      },
+    const { code, err } = await svc(['secrets', 'create', 'signalled'], {
       stdin,
-      env: { SVC_CLI_CONFIG: config },
       signal: stop.signal,
+      onErr: (_err, text) => {
+        if (String(text).startsWith('Value of signalled')) {
+          stdin.write('abc');
+          setTimeout(() => stop.abort(), 100);
+        }
+      },
     });
-    expect(await done).toBe(130);
+    expect(code).toBe(130);
     expect(err).toBe('Value of signalled: \n');
     // Ended by the signal itself, not by main's grace of 2 s for a command that does not stop (also
     // 130): a prompt left to the grace would still be in raw mode when main returns.
@@ -1077,7 +1031,7 @@ describe('secrets', () => {
       stdin.write('partial'); // and never ended
       const signal = AbortSignal.timeout(300);
       const started = Date.now();
-      const code = await main(args, { stdout: { write: () => undefined }, stderr: { write: () => undefined }, stdin, env: { SVC_CLI_CONFIG: args[0] === 'login' ? file : config }, signal });
+      const { code } = await svc(args, { stdin, env: { SVC_CLI_CONFIG: args[0] === 'login' ? file : config }, signal });
       expect({ args, code }).toEqual({ args, code: 130 });
       expect(Date.now() - started).toBeLessThan(1_500); // at once, not after main's grace for a command held by a wait it cannot cut (2 s)
     }
@@ -1089,7 +1043,7 @@ describe('secrets', () => {
     const fifo = join(dir, 'manifest-fifo.yaml');
     execFileSync('mkfifo', [fifo]);
     const started = Date.now();
-    const code = await main(['apply', '-f', fifo], { stdout: { write: () => undefined }, stderr: { write: () => undefined }, stdin: new PassThrough(), env: { SVC_CLI_CONFIG: config }, signal: AbortSignal.timeout(300) });
+    const { code } = await svc(['apply', '-f', fifo], { stdin: new PassThrough(), signal: AbortSignal.timeout(300) });
     expect(code).toBe(130);
     expect(Date.now() - started).toBeLessThan(6_000);
     // the read left behind (open of the FIFO, in libuv's thread pool) is let go: a writer that closes at once
@@ -1138,20 +1092,14 @@ describe('secrets', () => {
   it('--token-stdin and --value-stdin at a terminal prompt without echo (read as piped, the credential was shown as typed)', async () => {
     const typed = async (args: string[], question: string, value: string, env: Record<string, string>) => {
       const stdin = Object.assign(new PassThrough(), { isTTY: true, modes: [] as boolean[], setRawMode(on: boolean) { this.modes.push(on); return this; } });
-      let err = '';
-      let out = '';
-      const code = await main(args, {
-        stdout: { write: (text: string) => (out += text) },
-        stderr: {
-          write: (text: string) => {
-            err += text;
-            if (text === question) stdin.write(`${value}\r`);
-          },
-        },
+      const result = await runSvc(args, {
         stdin,
         env,
+        onErr: (_err, text) => {
+          if (text === question) stdin.write(`${value}\r`);
+        },
       });
-      return { code, out, err, modes: stdin.modes };
+      return { ...result, modes: stdin.modes };
     };
     const file = join(dir, 'typed-token.json');
     const token = 'tok-typed-at-a-terminal';
@@ -1268,17 +1216,7 @@ describe('deliveries, dead letters and events', () => {
 });
 
 describe('help wrapped to the terminal', () => {
-  async function help(args: string[], stdout: { isTTY?: boolean; columns?: number }) {
-    let out = '';
-    let err = '';
-    const code = await main(args, {
-      stdout: { ...stdout, write: (text: string) => (out += text) },
-      stderr: { ...stdout, write: (text: string) => (err += text) },
-      stdin: Readable.from([]),
-      env: { SVC_CLI_CONFIG: '/nonexistent/svc-help.json' },
-    });
-    return { code, out, err };
-  }
+  const help = (args: string[], terminal: Terminal) => runSvc(args, { stdout: terminal, stderr: terminal, env: { SVC_CLI_CONFIG: '/nonexistent/svc-help.json' } });
   const widest = (text: string) => Math.max(...text.split('\n').map((l) => l.length));
 
   it('wraps svc --help, a group\'s and a command\'s help to the terminal\'s columns (at least 40; 80 when not a terminal), the help column aligned', async () => {

@@ -1,12 +1,11 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { Agent } from 'undici';
 import { HttpError } from './errors.js';
 import { OPEN_TIMEOUT_MS, reconnectDelay, type StreamEvent, tailEvents } from './event-tail.js';
 import { Hub } from './http.js';
-import { main } from './main.js';
+import { runSvc } from '../../test/harness/svc-cli.js';
 import { DATABASE_UNREACHABLE } from '../../apiserver/routes/events/event-stream.js';
 
 /**
@@ -428,18 +427,8 @@ describe('events tail: the hub\'s answer while its database is unreachable', () 
 });
 
 describe('svc events tail', () => {
-  async function svc(url: string, signal?: AbortSignal, args: string[] = []) {
-    let out = '';
-    let err = '';
-    const code = await main(['events', 'tail', ...args], {
-      stdout: { write: (text: string) => (out += text) },
-      stderr: { write: (text: string) => (err += text) },
-      stdin: Readable.from([]),
-      env: { SVC_URL: url, SVC_TOKEN: 'expired', SVC_CLI_CONFIG: '/nonexistent/svc-config.json' },
-      signal,
-    });
-    return { code, out, err };
-  }
+  const svc = (url: string, signal?: AbortSignal, args: string[] = []) =>
+    runSvc(['events', 'tail', ...args], { env: { SVC_URL: url, SVC_TOKEN: 'expired', SVC_CLI_CONFIG: '/nonexistent/svc-config.json' }, signal });
 
   it('a hub that takes the connection and never answers: exit 1 after 30 s, saying so, not after two minutes', async () => {
     const hanging: ServerResponse[] = [];

@@ -5,7 +5,6 @@ import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { parse, stringify } from 'yaml';
@@ -14,7 +13,7 @@ import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
 import { until } from '../../test/harness/until.js';
-import { main } from './main.js';
+import { runSvc, type SvcOptions, type SvcResult } from '../../test/harness/svc-cli.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
@@ -38,36 +37,11 @@ let owner: pg.Client;
 let dir: string;
 let env: Record<string, string>;
 
-interface Result {
-  code: number;
-  out: string;
-  err: string;
-  bytes: Buffer;
-}
-
-async function svc(args: string[], options: { stdin?: string; tty?: boolean; onErr?: (err: string) => void; env?: Record<string, string>; signal?: AbortSignal } = {}): Promise<Result> {
-  let out = '';
-  let err = '';
+/** svc with stdout's bytes as well (`exports download` writes the file's bytes to it). */
+async function svc(args: string[], options: SvcOptions = {}): Promise<SvcResult & { bytes: Buffer }> {
   const chunks: Buffer[] = [];
-  const code = await main(args, {
-    stdout: {
-      write: (chunk: string | Uint8Array) => {
-        chunks.push(Buffer.from(chunk));
-        out += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
-      },
-    },
-    stderr: {
-      isTTY: options.tty,
-      write: (text: string | Uint8Array) => {
-        err += String(text);
-        options.onErr?.(err);
-      },
-    },
-    stdin: Readable.from(options.stdin === undefined ? [] : [Buffer.from(options.stdin)]),
-    env: options.env ?? env,
-    signal: options.signal,
-  });
-  return { code, out, err, bytes: Buffer.concat(chunks) };
+  const result = await runSvc(args, { env, ...options, onOut: (_out, chunk) => void chunks.push(Buffer.from(chunk)) });
+  return { ...result, bytes: Buffer.concat(chunks) };
 }
 
 /** A pass-through proxy to the S3 stand-in that can hold every PUT until released. */
@@ -365,7 +339,7 @@ describe('runs', () => {
     gate.hold();
     const heldBefore = gate.held;
     let err = '';
-    const following = svc(['exports', 'retry', 'partners-tty', runId], { tty: true, onErr: (e) => (err = e) });
+    const following = svc(['exports', 'retry', 'partners-tty', runId], { stderr: { isTTY: true }, onErr: (e) => (err = e) });
     await until('the PutObject to be held', () => gate.held > heldBefore);
     await until('progress with the final figures', () => /Running: 5 rows/.test(err), { detail: () => err });
     gate.release();
@@ -468,23 +442,7 @@ describe('download', () => {
     const raw = `"partner_id","name"\r\n"h1","${hostile}"\r\n`;
     // to a pipe or a file: the bytes as sent
     expect((await svc(['exports', 'download', 'hostile'])).bytes.toString('utf8')).toBe(raw);
-    let out = '';
-    let err = '';
-    const code = await main(['exports', 'download', 'hostile'], {
-      stdout: {
-        isTTY: true,
-        write: (chunk: string | Uint8Array) => {
-          out += Buffer.from(chunk).toString('utf8');
-        },
-      },
-      stderr: {
-        write: (text: string) => {
-          err += text;
-        },
-      },
-      stdin: Readable.from([]),
-      env,
-    });
+    const { code, out, err } = await runSvc(['exports', 'download', 'hostile'], { env, stdout: { isTTY: true } });
     expect(code).toBe(0);
     expect(out).toBe('"partner_id","name"\n"h1","pwn\\x1b]52;c;aGk=\\x07\\x1b[2J\\u202eevil"\n');
     expect(err).toContain(`SHA-256 ${sha(raw)} verified`);

@@ -3,11 +3,10 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { stringify } from 'yaml';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
-import { main } from './main.js';
+import { svcRunner } from '../../test/harness/svc-cli.js';
 
 /** `svc delete -f` and `svc diff -f` against a real hub (dev bypass) over a real PostgreSQL. */
 
@@ -15,25 +14,7 @@ let hub: TestHub;
 let dir: string;
 let env: Record<string, string>;
 
-async function svc(args: string[], stdin?: string, environment = env): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, {
-    stdout: {
-      write: (text: string) => {
-        out += text;
-      },
-    },
-    stderr: {
-      write: (text: string) => {
-        err += text;
-      },
-    },
-    stdin: Readable.from(stdin === undefined ? [] : [Buffer.from(stdin)]),
-    env: environment,
-  });
-  return { code, out, err };
-}
+const svc = svcRunner(() => ({ env }));
 
 /** An inline credential header (dev profile): the hub stores it and shows it `[REDACTED]`. */
 const SECRET = 'Bearer inline-d1ff-5ecret-0042';
@@ -146,7 +127,7 @@ describe('svc diff and svc delete', () => {
     // a refusal of the hub (an unreachable one here) too
     const gone = { SVC_URL: 'http://127.0.0.1:9', SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! };
     writeFileSync(file, stringify(CONNECTOR));
-    expect(await svc(['diff', '-f', file], undefined, gone)).toMatchObject({ code: 2, out: '', err: expect.stringContaining('cannot reach') });
+    expect(await svc(['diff', '-f', file], { env: gone })).toMatchObject({ code: 2, out: '', err: expect.stringContaining('cannot reach') });
   });
 
   it('diff: a Workflow and a Process (names in mixed case) are the same once applied; delete takes them before their Entity', async () => {
@@ -195,17 +176,17 @@ describe('svc diff and svc delete', () => {
     // a URL that is not the hub's base URL answers every path 404 `not found`: an error, not already deleted
     expect((await svc(['apply', '-f', folder])).code).toBe(0);
     const elsewhere = { SVC_URL: `${hub.url}/svc`, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! };
-    const lost = await svc(['delete', '-f', folder], undefined, elsewhere);
+    const lost = await svc(['delete', '-f', folder], { env: elsewhere });
     expect(lost).toEqual({
       code: 1,
       out: '',
       err: `error: ${join(folder, 'b-entity.json')}: not found; ${hub.url}/svc does not serve DELETE /api/entities/Del-Partner: not a svc-hub, or not its base URL; 1 later document was not sent (HTTP 404)\n`,
     });
     // an error of diff exits 2 (kubectl diff's convention: 1 says that there are differences)
-    const notServed = await svc(['diff', '-f', folder], undefined, elsewhere);
+    const notServed = await svc(['diff', '-f', folder], { env: elsewhere });
     expect(notServed).toMatchObject({ code: 2, out: '' });
     expect(notServed.err).toContain('does not serve GET /api/connectors/del-partners');
-    const api = await svc(['delete', '-f', folder], undefined, { ...elsewhere, SVC_URL: `${hub.url}/api` });
+    const api = await svc(['delete', '-f', folder], { env: { ...elsewhere, SVC_URL: `${hub.url}/api` } });
     expect(api).toMatchObject({ code: 1, out: '' });
     expect(api.err).toContain(`not found; the hub's URL is its base, without /api (${hub.url})`);
     expect((await svc(['delete', '-f', folder])).code).toBe(0);
@@ -232,12 +213,12 @@ describe('svc diff and svc delete', () => {
     try {
       for (const [i, message] of ['not found', 'not_found'].entries()) {
         next = i;
-        expect(await svc(['delete', '-f', '-'], text, elsewhere)).toEqual({
+        expect(await svc(['delete', '-f', '-'], { stdin: text, env: elsewhere })).toEqual({
           code: 1,
           out: '',
           err: `error: stdin: ${message}; ${url} does not serve DELETE /api/connectors/foreign-partners: not a svc-hub, or not its base URL (HTTP 404)\n`,
         });
-        expect(await svc(['diff', '-f', '-'], text, elsewhere)).toEqual({
+        expect(await svc(['diff', '-f', '-'], { stdin: text, env: elsewhere })).toEqual({
           code: 2,
           out: '',
           err: `error: stdin: ${message}; ${url} does not serve GET /api/connectors/foreign-partners: not a svc-hub, or not its base URL (HTTP 404)\n`,
@@ -248,7 +229,7 @@ describe('svc diff and svc delete', () => {
       other.close();
     }
     // the hub's own 404 for an object it does not have (`connector NAME not found`) is still an object already gone
-    expect(await svc(['delete', '-f', '-'], text)).toEqual({ code: 0, out: 'connector/foreign-partners not found (already deleted)\n', err: '' });
+    expect(await svc(['delete', '-f', '-'], { stdin: text })).toEqual({ code: 0, out: 'connector/foreign-partners not found (already deleted)\n', err: '' });
   });
 
   it('delete: a refusal other than 404 stops the rest, names the document and says how many were not sent', async () => {
@@ -260,21 +241,21 @@ describe('svc diff and svc delete', () => {
       const at = (name: string) => ({ ...CONNECTOR, metadata: { name }, spec: { ...CONNECTOR.spec, base_url: `http://127.0.0.1:${(slow.address() as AddressInfo).port}` } });
       // delete order reverses the file's within a kind: busy-partners is sent first
       const text = `${stringify(at('kept-partners'))}---\n${stringify(at('busy-partners'))}`;
-      expect((await svc(['apply', '-f', '-'], text)).code).toBe(0);
+      expect((await svc(['apply', '-f', '-'], { stdin: text })).code).toBe(0);
       expect((await svc(['connectors', 'run', 'busy-partners'])).code).toBe(0);
-      const refused = await svc(['delete', '-f', '-'], text);
+      const refused = await svc(['delete', '-f', '-'], { stdin: text });
       expect(refused.code).toBe(1);
       expect(refused.out).toBe('');
       expect(refused.err).toMatch(/^error: stdin#2: .*; 1 later document was not sent \(HTTP 409\)\n$/);
       expect((await svc(['connectors', 'get', 'kept-partners'])).code).toBe(0);
       // --json: the answers before the refusal, as an array
-      const asJson = await svc(['delete', '-f', '-', '--json'], `${stringify(at('busy-partners'))}---\n${stringify(at('gone-partners'))}`);
+      const asJson = await svc(['delete', '-f', '-', '--json'], { stdin: `${stringify(at('busy-partners'))}---\n${stringify(at('gone-partners'))}` });
       expect(asJson.code).toBe(1);
       expect(JSON.parse(asJson.out)).toEqual([{ kind: 'Connector', name: 'gone-partners', source: 'stdin#2', deleted: false }]);
       expect(asJson.err).toMatch(/^error: stdin#1: .*\(HTTP 409\)\n$/);
 
       // --continue: the refusal said, the rest deleted, exit 1 naming the refused document
-      const going = await svc(['delete', '-f', '-', '--continue'], text);
+      const going = await svc(['delete', '-f', '-', '--continue'], { stdin: text });
       expect(going).toEqual({
         code: 1,
         out: 'connector/kept-partners deleted\n',
@@ -283,10 +264,10 @@ describe('svc diff and svc delete', () => {
       expect((await svc(['connectors', 'get', 'kept-partners'])).code).toBe(1);
       expect((await svc(['connectors', 'get', 'busy-partners'])).code).toBe(0);
       // a hub that cannot be reached stops it still
-      const unreachable = await svc(['delete', '-f', '-', '--continue'], text, { SVC_URL: 'http://127.0.0.1:9', SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! });
+      const unreachable = await svc(['delete', '-f', '-', '--continue'], { stdin: text, env: { SVC_URL: 'http://127.0.0.1:9', SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: env.SVC_CLI_CONFIG! } });
       expect(unreachable).toMatchObject({ code: 1, out: '', err: expect.stringMatching(/^error: cannot reach .*; 1 later document was not sent\n$/) });
       // --json: what was sent after the refusal too, an array (two documents)
-      const goingJson = await svc(['delete', '-f', '-', '--continue', '--json'], text);
+      const goingJson = await svc(['delete', '-f', '-', '--continue', '--json'], { stdin: text });
       expect(goingJson.code).toBe(1);
       expect(JSON.parse(goingJson.out)).toEqual([{ kind: 'Connector', name: 'kept-partners', source: 'stdin#1', deleted: false }]);
     } finally {

@@ -3,9 +3,8 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { main } from './main.js';
+import { svcRunner } from '../../test/harness/svc-cli.js';
 
 /**
  * `svc` pointed (SVC_URL) at a server on loopback that is not a hub, or not at the hub's base URL:
@@ -31,25 +30,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function svc(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, {
-    stdout: {
-      write: (text: string) => {
-        out += text;
-      },
-    },
-    stderr: {
-      write: (text: string) => {
-        err += text;
-      },
-    },
-    stdin: Readable.from([]),
-    env: { SVC_URL: url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: join(dir, 'config.json') },
-  });
-  return { code, out, err };
-}
+const svc = svcRunner(() => ({ env: { SVC_URL: url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: join(dir, 'config.json') } }));
 
 describe('a server that is not a hub answering 404', () => {
   const cases: Array<[string[], string]> = [

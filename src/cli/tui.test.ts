@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { PassThrough, Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import { afterAll, describe, expect, it } from '@jest/globals';
 import { startDemoSource } from '../demo-source/server.js';
 import { packageRoot } from '../package-root.js';
@@ -14,7 +14,7 @@ import type { Ctx } from './context.js';
 import { HttpError } from './errors.js';
 import type { StreamEvent } from './event-tail.js';
 import { Hub } from './http.js';
-import { main } from './main.js';
+import { runSvc } from '../../test/harness/svc-cli.js';
 import { columnsOf, elideMiddle, printable, type Row } from './output.js';
 import { DATABASE_UNREACHABLE } from '../../apiserver/routes/events/event-stream.js';
 import { ackInbox, addEvents, clipTo, decodeKeys, duration, initialState, KeyReader, listTimeout, loaded, PASTE, parseEvery, reduce, refreshLists, render, runTui, type State, withStatus } from './tui.js';
@@ -404,13 +404,7 @@ describe('render', () => {
 
 describe('svc tui: the command line', () => {
   async function svc(args: string[]) {
-    let err = '';
-    const code = await main(args, {
-      stdout: { write: () => true },
-      stderr: { write: (text: string) => (err += text) },
-      stdin: Readable.from([]),
-      env: { SVC_URL: 'http://127.0.0.1:9', SVC_CLI_CONFIG: '/nonexistent/svc-config.json' },
-    });
+    const { code, err } = await runSvc(args, { env: { SVC_URL: 'http://127.0.0.1:9', SVC_CLI_CONFIG: '/nonexistent/svc-config.json' } });
     return { code, first: err.split('\n')[0] };
   }
 
@@ -426,8 +420,8 @@ describe('svc tui: the command line', () => {
     for (const args of [['tui', '--json'], ['--json', 'tui']]) {
       expect(await svc(args)).toEqual({ code: 2, first: 'svc tui: --json is for scripts, and svc tui has no JSON to print: svc runs ls --json, svc events tail --json, …' });
     }
-    let help = '';
-    expect(await main(['tui', '--help'], { stdout: { write: (text: string) => (help += text) }, stderr: { write: () => true }, stdin: Readable.from([]), env: {} })).toBe(0);
+    const { code, out: help } = await runSvc(['tui', '--help']);
+    expect(code).toBe(0);
     expect(help).toContain('--every DURATION');
     expect(help).not.toContain('--json');
   });
@@ -523,18 +517,7 @@ describe('against a real hub', () => {
     demo = await startDemoSource({ port: 0, host: '127.0.0.1', rows: 30, log: () => undefined });
     hub = await startTestHub();
     const env = { SVC_URL: hub.url, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: '/nonexistent/svc-tui-test.json' };
-    const svc = async (args: string[], stdin = '') => {
-      let out = '';
-      let err = '';
-      const code = await main(args, {
-        stdout: { write: (t: string) => (out += t) },
-        stderr: { write: (t: string) => (err += t) },
-        stdin: Readable.from([Buffer.from(stdin)]),
-        env,
-        signal: new AbortController().signal,
-      });
-      return { code, out, err };
-    };
+    const svc = (args: string[], stdin = '') => runSvc(args, { stdin, env });
     const manifest = readFileSync(join(packageRoot(), 'examples', 'open.yaml'), 'utf8').replace('http://demo-source:8099', demo.url);
     expect(await svc(['apply', '-f', '-'], manifest)).toEqual({ code: 0, out: 'connector/demo-open created\n', err: '' });
     expect((await svc(['connectors', 'run', 'demo-open', '--wait'])).code).toBe(0);

@@ -1,11 +1,10 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { stringify } from 'yaml';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
-import { main } from './main.js';
+import { svcRunner } from '../../test/harness/svc-cli.js';
 
 /** `svc apply` of a Workflow, `svc workflows ls|get|rm` against a real hub (dev bypass). */
 
@@ -13,25 +12,7 @@ let hub: TestHub;
 let dir: string;
 let env: Record<string, string>;
 
-async function svc(args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, {
-    stdout: {
-      write: (chunk: string | Uint8Array) => {
-        out += typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
-      },
-    },
-    stderr: {
-      write: (text: string | Uint8Array) => {
-        err += String(text);
-      },
-    },
-    stdin: Readable.from([]),
-    env,
-  });
-  return { code, out, err };
-}
+const svc = svcRunner(() => ({ env }));
 
 const ENTITY = {
   apiVersion: 'apps.svc.io/v1',
