@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
+import { hubRunner } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { TEST_ROLES } from '../../test/harness/database.js';
 import { Database, type TenantTxOptions, type Tx } from '../db/database.js';
 import { pendingIndexer } from '../retrieval/indexer.js';
 import { roleUrl } from '../db/roles.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner, type PageReader } from './runner.js';
+import type { PageReader } from './runner.js';
 import { applyConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
@@ -69,8 +69,7 @@ function recording(seen: Array<{ options?: TenantTxOptions; synchronousCommit: s
   });
 }
 
-const runnerOn = (db: Database) =>
-  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0), indexer: noIndexer, chunkSize: CHUNK, subscribers: hub.services.subscribers });
+const runnerOn = (db: Database) => hubRunner(hub, { db, reader: pages(0), chunkSize: CHUNK });
 
 const watermark = async () => (await owner.query<{ watermark: string | null }>('select watermark from connectors.endpoints where uuid = $1', [connector.endpoints[0]!.uuid])).rows[0]!.watermark;
 
@@ -177,7 +176,7 @@ describe("a chunk's statements", () => {
   it('go in two messages besides the commit: the staging table with the opening and the COPY, the rows with the hand-off entry and the counts', async () => {
     const calls: string[][] = [];
     // Chunks of 100 rows (the staged COPY's, the writer's STAGE_FROM_ROWS), keys no other test of this file writes.
-    const runner = new ConnectorRunner({ db: counting(calls), events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0), indexer: pendingIndexer, chunkSize: 100, subscribers: hub.services.subscribers });
+    const runner = hubRunner(hub, { db: counting(calls), reader: pages(0), indexer: pendingIndexer, chunkSize: 100 });
     const reader: PageReader = {
       async *read() {
         for (let n = 0; n < 3; n++) yield { number: n + 1, items: Array.from({ length: 100 }, (_, i) => ({ id: 1_000_000 + n * 100 + i })) };

@@ -1,14 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../test/harness/api-client.js';
-import { storedKeys } from '../../test/harness/connector-runner.js';
+import { appliedConnector, hubRunner, storedKeys } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner, type PageReader } from './runner.js';
+import type { PageReader } from './runner.js';
 import { INTERRUPTED_MESSAGE } from './runs/ledger.js';
 import { applyConnector, deleteConnector } from './store.js';
-import type { ConnectorSpec } from './types.js';
 
 /**
  * A run its process still drives after another process closed it (the interrupted-run sweep, or a
@@ -41,14 +39,9 @@ function gated(): { reader: PageReader; asked: () => boolean; open: () => void }
   };
 }
 
-async function applied(name: string, table: string): Promise<ConnectorSpec> {
-  const spec = { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/e', target: { table, unique_key: '$.id' } }] };
-  const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
-  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
-}
+const applied = (name: string, table: string) => appliedConnector(hub, name, table);
 
-const runner = (reader: PageReader) =>
-  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndexer, chunkSize: 1, subscribers: hub.services.subscribers });
+const runner = (reader: PageReader) => hubRunner(hub, { reader, chunkSize: 1 });
 
 beforeAll(async () => {
   hub = await startTestHub();

@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../test/harness/api-client.js';
+import { appliedConnector, hubRunner } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { captureLogs } from '../../test/harness/log-capture.js';
 import { until } from '../../test/harness/until.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner, type PageReader } from './runner.js';
-import { applyConnector } from './store.js';
+import type { ConnectorRunner, PageReader } from './runner.js';
 
 /**
  * A run whose end PostgreSQL refuses for a value it holds (SQLSTATE class 22 or 23, which the same
@@ -40,7 +39,7 @@ function gated(): { reader: PageReader; asked: () => boolean; open: () => void }
 
 const runners: ConnectorRunner[] = [];
 const runner = (reader: PageReader) => {
-  const made = new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndexer, chunkSize: 1, subscribers: hub.services.subscribers });
+  const made = hubRunner(hub, { reader, chunkSize: 1 });
   runners.push(made);
   return made;
 };
@@ -60,8 +59,7 @@ afterAll(async () => {
 
 describe("a run's end refused for a value it holds", () => {
   it('ends Failed with a fixed text naming the SQLSTATE, its counts kept, its failed event sent, nothing of the value logged; the next run ends as usual', async () => {
-    const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name: 'end-refused' }, connector_type: 'rest-generic', spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/e', target: { table: 'ext.end_refused', unique_key: '$.id' } }] } };
-    const { connector } = await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest));
+    const connector = await appliedConnector(hub, 'end-refused', 'ext.end_refused');
     const logs = captureLogs('info');
     try {
       const gate = gated();

@@ -2,11 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { type Hold, holdAfter, outcome, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
 import { ownerClient } from '../../test/harness/api-client.js';
-import { storedKeys } from '../../test/harness/connector-runner.js';
+import { hubRunner, storedKeys } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import type { Database } from '../db/database.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner, type PageReader } from './runner.js';
+import type { ConnectorRunner, PageReader } from './runner.js';
 import { windowText } from './schedule.js';
 import { ConnectorScheduler } from './scheduler.js';
 import { applyConnector, deleteConnector, loadConnectorById } from './store.js';
@@ -22,8 +21,7 @@ import type { ConnectorSpec, EndpointSpec } from './types.js';
 let hub: TestHub;
 let owner: pg.Client;
 
-const runner = (reader: PageReader, db: Database = hub.services.db) =>
-  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: noIndexer, chunkSize: 10, subscribers: hub.services.subscribers });
+const runner = (reader: PageReader, db: Database = hub.services.db) => hubRunner(hub, { db, reader, chunkSize: 10 });
 
 /** The hub's database, each of its tenant transactions held as `hold` says (the first statement matching its pattern). */
 function heldDb(hold: Hold): Database {

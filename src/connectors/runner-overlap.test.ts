@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
+import { hubRunner } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { Database, type Tx } from '../db/database.js';
 import { roleUrl } from '../db/roles.js';
 import { TEST_ROLES } from '../../test/harness/database.js';
 import type { RowIndexer } from './indexer.js';
-import { ConnectorRunner, type PageReader } from './runner.js';
+import type { PageReader } from './runner.js';
 import { applyConnector } from './store.js';
 import { currentContext, runWithContext } from '../observability/context.js';
 import type { ConnectorSpec } from './types.js';
@@ -36,8 +37,7 @@ const pages = (count: number, log: string[], onPage?: (n: number) => Promise<voi
   },
 });
 
-const runner = (indexer: RowIndexer, db: Database = hub.services.db) =>
-  new ConnectorRunner({ db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer, chunkSize: CHUNK, subscribers: hub.services.subscribers });
+const runner = (indexer: RowIndexer, db: Database = hub.services.db) => hubRunner(hub, { db, reader: pages(0, []), indexer, chunkSize: CHUNK });
 
 beforeAll(async () => {
   hub = await startTestHub();
@@ -177,7 +177,7 @@ describe('the runner', () => {
         };
       },
     };
-    const large = new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader: pages(0, []), indexer: { rowsWritten: async () => undefined }, chunkSize: ROWS, subscribers: hub.services.subscribers });
+    const large = hubRunner(hub, { reader: pages(0, []), indexer: { rowsWritten: async () => undefined }, chunkSize: ROWS });
     const [run] = await (await large.trigger(1, connector, { triggeredBy: 'manual', reader: onePage })).done;
     spinning = false;
     expect(run).toMatchObject({ status: 'Completed', recordsOut: ROWS });
@@ -300,7 +300,7 @@ describe('the runner', () => {
         throw new Error('the source failed');
       },
     };
-    const capped = new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader, indexer: slow, chunkSize: CHUNK, subscribers: hub.services.subscribers, maxDeadLetters: 5 });
+    const capped = hubRunner(hub, { reader, indexer: slow, chunkSize: CHUNK, maxDeadLetters: 5 });
     const [run] = await (await capped.trigger(1, connector, { triggeredBy: 'manual' })).done;
     expect(run).toMatchObject({ status: 'Failed', errorMessage: 'the source failed', deadLetterCount: 6, recordsOut: 4 });
     const { rows } = await owner.query(`select distinct (data->>'page')::int as page from ext_t1.overlap_rows where tenant_id = 1 order by 1`);

@@ -1,14 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../test/harness/api-client.js';
-import { storedKeys } from '../../test/harness/connector-runner.js';
+import { appliedConnector, hubRunner, storedKeys } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { holdAfter, untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner, type PageReader } from './runner.js';
-import { applyConnector, deleteConnector } from './store.js';
+import type { PageReader } from './runner.js';
+import { deleteConnector } from './store.js';
 import type { ExtSchema } from './target/ddl.js';
-import type { ConnectorSpec } from './types.js';
 
 /**
  * A run of a connector sharing a table with another connector being deleted, on the real
@@ -28,14 +26,9 @@ const items = (...ids: string[]): PageReader => ({
   },
 });
 
-const runner = (ext: ExtSchema = hub.services.connectors.ext) =>
-  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext, reader: items(), indexer: noIndexer, chunkSize: 10, subscribers: hub.services.subscribers });
+const runner = (ext: ExtSchema = hub.services.connectors.ext) => hubRunner(hub, { ext, reader: items(), chunkSize: 10 });
 
-async function applied(name: string, table: string): Promise<ConnectorSpec> {
-  const spec = { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/e', target: { table, unique_key: '$.id' } }] };
-  const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
-  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
-}
+const applied = (name: string, table: string) => appliedConnector(hub, name, table);
 
 beforeAll(async () => {
   hub = await startTestHub();

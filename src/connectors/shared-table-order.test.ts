@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../test/harness/api-client.js';
+import { appliedConnector, hubRunner } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { until } from '../../test/harness/until.js';
-import { noIndexer } from './indexer.js';
-import { ConnectorRunner, type PageReader } from './runner.js';
-import { applyConnector, deleteConnector } from './store.js';
+import type { PageReader } from './runner.js';
+import { deleteConnector } from './store.js';
 import type { ConnectorSpec } from './types.js';
 
 /**
@@ -34,14 +34,9 @@ const items = (ids: string[], tag: string): PageReader => ({
   },
 });
 
-const runner = () =>
-  new ConnectorRunner({ db: hub.services.db, events: hub.services.events, ext: hub.services.connectors.ext, reader: items([], ''), indexer: noIndexer, chunkSize: 1000, subscribers: hub.services.subscribers });
+const runner = () => hubRunner(hub, { reader: items([], '') });
 
-async function applied(name: string): Promise<ConnectorSpec> {
-  const spec = { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/e', target: { table: 'ext.shared_order', unique_key: '$.id' } }] };
-  const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
-  return (await hub.services.db.withTenant(1, (tx) => applyConnector(tx, manifest))).connector;
-}
+const applied = (name: string) => appliedConnector(hub, name, 'ext.shared_order');
 
 /** Waits until `n` sessions of the test's database wait on a lock. */
 const waiting = (n: number, what: string) =>

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../../test/harness/api-client.js';
-import { runnerOverHub } from '../../../test/harness/connector-runner.js';
+import { appliedConnector, runnerOverHub } from '../../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import type { PageReader } from '../runner.js';
-import { applyConnector } from '../store.js';
 import type { ConnectorSpec } from '../types.js';
 
 /**
@@ -27,11 +26,7 @@ const pages = (items: unknown[]): PageReader => ({
   },
 });
 
-async function apply(name: string, table: string, promote: unknown[]): Promise<ConnectorSpec> {
-  const spec = { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'e', path: '/e', target: { table, unique_key: '$.id', promote } }] };
-  const manifest = { apiVersion: 'connectors.svc.io/v1', kind: 'Connector', metadata: { name }, connector_type: 'rest-generic', spec };
-  return (await hub.services.db.withTenant(TENANT, (tx) => applyConnector(tx, manifest))).connector;
-}
+const apply = (name: string, table: string, promote: unknown[]) => appliedConnector(hub, name, table, { promote });
 
 async function run(connector: ConnectorSpec, items: unknown[]) {
   const [record] = await (await runnerOverHub(hub, 0).trigger(TENANT, connector, { triggeredBy: 'manual', reader: pages(items) })).done;

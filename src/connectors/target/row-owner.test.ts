@@ -1,12 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { ownerClient } from '../../../test/harness/api-client.js';
+import { hubRunner } from '../../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { Subscribers } from '../../events/subscribers.js';
 import { ingestCsv } from '../csv-ingest.js';
 import { csvSourceId } from '../csv-source.js';
-import { noIndexer } from '../indexer.js';
-import { ConnectorRunner } from '../runner.js';
 
 /**
  * A row belongs to its last writer (its connector_id and endpoint_id: what a delete of that writer
@@ -25,16 +24,7 @@ const subscribed = new Subscribers();
 subscribed.register(async (_tx, type) => type === 'data.row.changed');
 
 const ingest = (connector: string, table: string, csv: string) => {
-  const runner = new ConnectorRunner({
-    db: hub.services.db,
-    events: hub.services.events,
-    ext: hub.services.connectors.ext,
-    reader: hub.services.connectors.reader,
-    indexer: noIndexer,
-    chunkSize: 1000,
-    subscribers: subscribed,
-  });
-  return ingestCsv(runner, TENANT, async () => undefined, (fn) => hub.services.db.withTenant(TENANT, fn), { connector, table, key: 'id', csv, triggeredBy: 'test' });
+  return ingestCsv(hubRunner(hub, { subscribers: subscribed }), TENANT, async () => undefined, (fn) => hub.services.db.withTenant(TENANT, fn), { connector, table, key: 'id', csv, triggeredBy: 'test' });
 };
 
 const changedEvents = async (runId: string) =>
