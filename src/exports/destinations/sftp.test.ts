@@ -629,8 +629,10 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
           // This connection's SFTP process dies; its SSH process stays and closes the channel.
           const killed = (await sftpProcesses()).filter((pid) => !before.has(pid));
           expect(killed).toHaveLength(1);
-          await run('kill', ['-KILL', ...killed]);
+          // Taken before the kill: the destination may have rejected the publication (and the test read
+          // killedAt) before `kill` itself has exited and its promise settled.
           killedAt = performance.now();
+          await run('kill', ['-KILL', ...killed]);
           // Kept: the next write is to come after the client has heard the channel close, which nothing outside the destination shows.
           await new Promise((r) => setTimeout(r, 200));
           yield Buffer.alloc(1024 * 1024, 'b');
