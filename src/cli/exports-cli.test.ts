@@ -1,5 +1,4 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +10,7 @@ import { parse, stringify } from 'yaml';
 import type { Promote } from '../connectors/types.js';
 import { ownerClient } from '../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { sha256 as sha } from '../../test/harness/bytes.js';
 import { startS3, type TestS3 } from '../../test/harness/s3.js';
 import { until } from '../../test/harness/until.js';
 import { runSvc, type SvcOptions, type SvcResult } from '../../test/harness/svc-cli.js';
@@ -88,7 +88,6 @@ async function startGate(target: string): Promise<Gate> {
 }
 
 const promote = (name: string, type: Promote['type']): Promote => ({ name, path: `$.${name}`, type });
-const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
 
 const ENTITY = {
   apiVersion: 'apps.svc.io/v1',

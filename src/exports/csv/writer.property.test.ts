@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { sha256 } from '../../../test/harness/bytes.js';
 import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -60,7 +60,6 @@ async function digested(tx: Tx, spec: CsvSnapshotSpec): Promise<{ bytes: Buffer;
   return { bytes: Buffer.concat(chunks), sha256: digest.sha256(), counted: digest.bytes };
 }
 
-const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 // Characters that trouble CSV, and the rest of Unicode (but NUL, which text cannot hold).
 const character = fc.oneof(

@@ -3,6 +3,7 @@ import { createServer as createHttpServer, type IncomingMessage, request as http
 import { createServer } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { bodyOf, sha256 } from '../../../test/harness/bytes.js';
 import { startS3, type TestS3 } from '../../../test/harness/s3.js';
 import { startCommitRelay } from '../../../test/harness/s3-relay.js';
 import { until } from '../../../test/harness/until.js';
@@ -43,19 +44,6 @@ function destination(key: string, over: Partial<S3DestinationOptions> = {}): S3D
     egress: EgressPolicy.open(),
     ...over,
   });
-}
-
-function sha256(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex');
-}
-
-function bodyOf(bytes: Buffer, chunk = 64 * 1024): Readable {
-  return Readable.from(
-    (function* () {
-      for (let at = 0; at < bytes.length; at += chunk) yield bytes.subarray(at, at + chunk);
-    })(),
-    { objectMode: false },
-  );
 }
 
 function requestsSince(from: number): string[] {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import ssh2 from 'ssh2';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { bodyOf, sha256 } from '../../../test/harness/bytes.js';
 import { describeRequiring } from '../../../test/harness/requires.js';
 import { sshdProblem, startSshd, type TestSshd } from '../../../test/harness/sshd.js';
 import { until } from '../../../test/harness/until.js';
@@ -71,20 +72,6 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       connectTimeoutMs: 10_000,
       ...over,
     });
-  }
-
-  function sha256(bytes: Buffer): string {
-    return createHash('sha256').update(bytes).digest('hex');
-  }
-
-  /** A byte stream of `bytes` in chunks of `chunk` bytes. */
-  function bodyOf(bytes: Buffer, chunk = 64 * 1024): Readable {
-    return Readable.from(
-      (function* () {
-        for (let at = 0; at < bytes.length; at += chunk) yield bytes.subarray(at, at + chunk);
-      })(),
-      { objectMode: false },
-    );
   }
 
   /** What the real `sftp` command-line client downloads from `remote`, logged in with the test key. */
