@@ -7,6 +7,7 @@ import { interruptibleStart } from '../src/db/pool.js';
 import { AdvisoryLockElector, Leadership } from '../src/dispatch/leader.js';
 import { chartGrants } from '../test/harness/chart-rbac.js';
 import { type KubeObject, KubeApiStandIn } from '../test/harness/kube-api.js';
+import { startGatedProcess, stopProcesses } from '../test/harness/leadership.js';
 import { captureLogs } from '../test/harness/log-capture.js';
 import { kubeConfig } from './kube-config.js';
 import { LeaseElector, type LeaseElectorOptions } from './lease.js';
@@ -276,17 +277,7 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
   it('Leadership driving two Lease electors gates a job: only the leader runs it, the follower takes over on release', async () => {
     const name = leaseName();
     const runs = { a: 0, b: 0 };
-    const start = async (who: 'a' | 'b') => {
-      const leadership = new Leadership(elector(name, `pod-${who}`), { checkEvery: 100 });
-      const clock = new ClockRunner();
-      const gated = leadership.gate(clock);
-      gated.schedule('job', { every: 50 }, async () => {
-        runs[who]++;
-      });
-      clock.start();
-      await leadership.start();
-      return { leadership, clock, gated };
-    };
+    const start = (who: 'a' | 'b') => startGatedProcess(elector(name, `pod-${who}`), () => runs[who]++);
     const a = await start('a');
     const b = await start('b');
     try {
@@ -310,10 +301,7 @@ describe('Lease elector (against the Kubernetes API stand-in)', () => {
       expect(runs.a).toBe(aRuns);
       expect(lease(name)!.spec).toEqual(expect.objectContaining({ holderIdentity: 'pod-b', leaseTransitions: 1 }));
     } finally {
-      for (const x of [a, b]) {
-        await x.clock.stop();
-        await x.leadership.stop();
-      }
+      await stopProcesses([a, b]);
     }
   });
 });

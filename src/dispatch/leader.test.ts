@@ -10,6 +10,7 @@ import { KEEPALIVE_IDLE_MS } from '../db/pool.js';
 import { roleUrl } from '../db/roles.js';
 import { AdvisoryLockElector, Leadership } from './leader.js';
 import { freeze, thaw } from '../../test/harness/freeze.js';
+import { startGatedProcess, stopProcesses } from '../../test/harness/leadership.js';
 import { keepaliveSeconds, ssProblem } from '../../test/harness/keepalive.js';
 import { describeRequiring } from '../../test/harness/requires.js';
 import { until } from '../../test/harness/until.js';
@@ -184,17 +185,7 @@ describe('leadership', () => {
   it('gated jobs run only in the leading process; the follower takes over when the leader goes', async () => {
     const key = 'test:leadership';
     const runs = { a: 0, b: 0 };
-    const start = async (name: 'a' | 'b') => {
-      const leadership = new Leadership(new AdvisoryLockElector(url, key), { checkEvery: 100 });
-      const clock = new ClockRunner();
-      const gated = leadership.gate(clock);
-      gated.schedule('job', { every: 50 }, async () => {
-        runs[name]++;
-      });
-      clock.start();
-      await leadership.start();
-      return { leadership, clock, gated };
-    };
+    const start = (name: 'a' | 'b') => startGatedProcess(new AdvisoryLockElector(url, key), () => runs[name]++);
     const a = await start('a');
     const b = await start('b');
     try {
@@ -220,10 +211,7 @@ describe('leadership', () => {
       await b.leadership.stop();
       await until('a to lead again', () => a.leadership.isLeader(), 3_000);
     } finally {
-      for (const x of [a, b]) {
-        await x.clock.stop();
-        await x.leadership.stop();
-      }
+      await stopProcesses([a, b]);
     }
   });
   it('a check that wins the leadership while the process stops runs no gated job and tells no listener; the stop gives the leadership up', async () => {
