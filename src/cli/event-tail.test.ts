@@ -17,13 +17,16 @@ import { DATABASE_UNREACHABLE } from '../../apiserver/routes/events/event-stream
 
 type Step = (req: IncomingMessage, res: ServerResponse) => void;
 
+/** Event `id` as the hub sends it: an org.created whose payload is `{"id": id}`. */
+const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
+
 /** Events `ids`, then the stream ends (as the hub ends a client that fell behind). */
 const events =
   (...ids: number[]): Step =>
   (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
     res.write('retry: 10\n\n');
-    for (const id of ids) res.write(`id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`);
+    for (const id of ids) res.write(frame(id));
     res.end();
   };
 
@@ -164,7 +167,6 @@ describe('events tail: reconnections', () => {
   it('rides out a connection cut mid-event, a 500 and a hub that is down, then restarted on its address: every event once, in order', async () => {
     // A real hub's life on one loopback port: a stream cut while it sends event 3 (kill -9), the
     // restarting hub's 500, no hub at all (connection refused), then the hub back with 3 and 4.
-    const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
     const lastIds: string[] = [];
     let connection = 0;
     const server = createServer((req, res) => {
@@ -226,7 +228,6 @@ describe('events tail: reconnections', () => {
   });
 
   it('a connection cut without a word (no heartbeat for three periods) is lost and resumed after the last event', async () => {
-    const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
     const lastIds: string[] = [];
     const heartbeatMs = 40;
     /** When the hub last wrote on the first connection, and when the client said it lost it. */
@@ -278,7 +279,6 @@ describe('events tail: reconnections', () => {
   });
 
   it('a hub that states its heartbeat period (`: connected; heartbeat <ms>`) is watched from the start: silence before any heartbeat is lost too', async () => {
-    const frame = (id: number) => `id: ${id}\ndata: ${JSON.stringify({ topic: 'org.created', payload: JSON.stringify({ id }), capturedAt: '2025-03-01T10:00:00Z' })}\n\n`;
     const lastIds: string[] = [];
     const server = createServer((req, res) => {
       lastIds.push(String(req.headers['last-event-id'] ?? ''));
