@@ -9,11 +9,19 @@ import { ConflictError, ValidationError } from '../errors.js';
  */
 
 /**
+ * Takes the transaction's tenant's turn for `plural` (until the transaction ends): creates of one
+ * tenant and kind take turns from here. Taken again in the same transaction, it is held already.
+ */
+export async function takeTenantTurn(tx: Tx, plural: string): Promise<void> {
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:' || $1 || ':' || core.current_tenant()::text, 0))`, [plural]);
+}
+
+/**
  * Takes the tenant's turn for `plural` (until the transaction ends) and counts what `from` holds
  * (row-level security: the tenant's); `known`: whether one of its rows has the `name` given.
  */
 async function lockedCount(tx: Tx, plural: string, from: string, name?: string): Promise<{ n: number; known: boolean }> {
-  await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:' || $1 || ':' || core.current_tenant()::text, 0))`, [plural]);
+  await takeTenantTurn(tx, plural);
   if (name === undefined) {
     const { rows } = await tx.query<{ n: number }>(`select count(*)::int as n from ${from}`);
     return { n: rows[0]!.n, known: false };

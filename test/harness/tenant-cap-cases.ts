@@ -1,6 +1,7 @@
 import { expect, it } from '@jest/globals';
 import type { Database, Tx } from '../../src/db/database.js';
 import { ConflictError, ValidationError } from '../../src/errors.js';
+import { takeTenantTurn } from '../../src/manifests/tenant-cap.js';
 import { deferred } from './deferred.js';
 import { until } from './until.js';
 
@@ -196,24 +197,37 @@ export function deletedHistoryCases(o: {
   }, 60_000);
 }
 
+/** How many transactions of the database wait for an advisory lock (a tenant's turn among them). */
+async function turnWaiters(tx: Tx): Promise<number> {
+  const { rows } = await tx.query<{ n: number }>(
+    `select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`,
+  );
+  return rows[0]!.n;
+}
+
 /**
  * Runs `applies` at once while `tenant`'s turn for `plural` (takeTenantPlace) is held, and lets the
  * turn go once every one of them waits for it: each has read what it reads before its turn by then,
- * so the applies meet as concurrent ones do at their worst. Takes one connection of `db` beside theirs.
+ * so the applies meet as concurrent ones do at their worst. `inOrder`: each apply starts once those
+ * before it wait for the turn, so they take it in that order (PostgreSQL grants a lock to its
+ * waiters first come, first served). Takes one connection of `db` beside theirs (two `inOrder`).
  */
-export async function whileTurnHeld<T>(db: Database, tenant: number, plural: string, applies: (() => Promise<T>)[]): Promise<T[]> {
+export async function whileTurnHeld<T>(db: Database, tenant: number, plural: string, applies: (() => Promise<T>)[], opts: { inOrder?: boolean } = {}): Promise<T[]> {
   const turnTaken = deferred();
   const holder = db.withTenant(tenant, async (tx) => {
-    await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:' || $1 || ':' || core.current_tenant()::text, 0))`, [plural]);
+    await takeTenantTurn(tx, plural);
     turnTaken.resolve();
-    await until(`the ${applies.length} applies to wait for the tenant's turn`, async () => {
-      const { rows } = await tx.query<{ n: number }>(
-        `select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`,
-      );
-      return rows[0]!.n === applies.length;
-    });
+    await until(`the ${applies.length} applies to wait for the tenant's turn`, async () => (await turnWaiters(tx)) === applies.length);
   });
   await turnTaken.promise;
-  const [, results] = await Promise.all([holder, Promise.all(applies.map((apply) => apply()))]);
+  const started: Promise<T>[] = [];
+  for (const apply of applies) {
+    if (opts.inOrder) await until(`${started.length} applies to wait for the tenant's turn`, async () => (await db.withTenant(tenant, turnWaiters)) === started.length);
+    const result = apply();
+    // Awaited below, with the others: one that fails while the next waits to start is not unhandled.
+    result.catch(() => {});
+    started.push(result);
+  }
+  const [, results] = await Promise.all([holder, Promise.all(started)]);
   return results;
 }
