@@ -20,6 +20,7 @@ import { Operator, type OperatorOptions } from './reconciler.js';
 import { FINALIZER } from './finalizer.js';
 import { manifestOf, mergePatchOf, type Resource } from './resource.js';
 import { until } from '../test/harness/until.js';
+import { whileTurnHeld } from '../test/harness/tenant-cap-cases.js';
 import { operatorsSettled } from '../test/harness/operator-settled.js';
 
 /**
@@ -985,6 +986,120 @@ describe('status, ownership and conflicts', () => {
     const after = (await hubGet('/api/connectors/via-http')).body!;
     expect(after.updatedAt).toBe(before.updatedAt);
     expect(after.manifest).toEqual(before.manifest);
+  });
+
+  /** open.yaml named `name`, with that base_url. */
+  const manifestNamed = (name: string, baseUrl: string) => ({ ...open, metadata: { name }, spec: { ...(open.spec as object), base_url: baseUrl } });
+  /** POST /api/connectors/apply of open.yaml named `name` (base_url http://http.example) in tenant 1: its status. */
+  const httpApply = async (name: string) =>
+    (
+      await fetch(`${hub.url}/api/connectors/apply`, {
+        method: 'POST',
+        headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' },
+        body: JSON.stringify(manifestNamed(name, 'http://http.example')),
+      })
+    ).status;
+  const storedBaseUrl = async (name: string) => ((await hubGet(`/api/connectors/${name}`)).body!.manifest as { spec: { base_url: string } }).spec.base_url;
+
+  it("refuses a resource whose new name an HTTP apply creates at the same moment, the HTTP apply first in the tenant's turn: Conflict, the HTTP object kept, nothing recorded", async () => {
+    // Both read before the tenant's turn (held until both wait for it) that the name is free: the
+    // operator's apply, second in the turn, must find the HTTP apply's object then and write nothing.
+    for (const [name, baseUrl] of [['raced-http', 'http://operator.example'], ['raced-http-same', 'http://http.example']] as const) {
+      const owner = { namespace: NS, name, uid: `${name}-uid`, generation: 1 };
+      const [status, outcome] = await whileTurnHeld<unknown>(
+        hub.services.db,
+        1,
+        CONNECTOR.plural,
+        [
+          () => httpApply(name),
+          () => hub.services.manifests.applyIfChanged(CONNECTOR, 1, name, manifestNamed(name, baseUrl), 'operator', owner),
+        ],
+        { inOrder: true },
+      );
+      expect(status).toBe(201);
+      expect(outcome).toMatchObject({ conflict: { by: 'http' } });
+      expect(await storedBaseUrl(name)).toBe('http://http.example');
+      expect(await owned(owner.uid)).toEqual([]);
+      expect((await fetch(`${hub.url}/api/connectors/${name}`, { method: 'DELETE', headers: { 'X-Tenant-ID': '1' } })).status).toBe(204);
+    }
+  });
+
+  /** The Ready condition once the operator has decided on the resource (True or False). */
+  const decided = (name: string, namespace = NS) => until(`${namespace}/${name} decided`, () => ['True', 'False'].includes(cond(name, 'Ready', namespace)?.status ?? '') && cond(name, 'Ready', namespace)!, 15_000);
+
+  it('an Operator reconciling a new resource while an HTTP apply creates its name at the same moment, the HTTP apply first: Conflict on Ready, the HTTP object kept, no record', async () => {
+    const name = 'raced-op-http';
+    const [status, ready] = await whileTurnHeld<unknown>(
+      hub.services.db,
+      1,
+      CONNECTOR.plural,
+      [
+        () => httpApply(name),
+        () => {
+          put(name, NS, { baseUrl: 'http://operator.example' });
+          return decided(name);
+        },
+      ],
+      { inOrder: true },
+    );
+    expect(status).toBe(201);
+    expect(ready).toMatchObject({ status: 'False', reason: 'Conflict' });
+    expect((ready as { message: string }).message).toContain('created over HTTP');
+    expect(await storedBaseUrl(name)).toBe('http://http.example');
+    expect(await owned(get(name)!.metadata.uid!)).toEqual([]);
+    api.remove(API_VERSION, 'connectors', NS, name);
+    await until('the resource gone', () => !get(name));
+    expect(await storedBaseUrl(name)).toBe('http://http.example');
+    expect((await fetch(`${hub.url}/api/connectors/${name}`, { method: 'DELETE', headers: { 'X-Tenant-ID': '1' } })).status).toBe(204);
+  });
+
+  it('an Operator reconciling two new resources of one name in two namespaces of a tenant at the same moment: the first is Applied, the second a Conflict naming it', async () => {
+    const name = 'raced-op-twins';
+    const [first, second] = await whileTurnHeld(
+      hub.services.db,
+      1,
+      CONNECTOR.plural,
+      [NS, NS_B].map((namespace) => () => {
+        put(name, namespace, { baseUrl: `http://${namespace}.example` });
+        return decided(name, namespace);
+      }),
+      { inOrder: true },
+    );
+    const uid = get(name)!.metadata.uid!;
+    expect(first).toMatchObject({ status: 'True', reason: 'Applied' });
+    expect(second).toMatchObject({ status: 'False', reason: 'Conflict' });
+    expect(second?.message).toContain(`is managed by Connector ${NS}/${name} (uid ${uid})`);
+    expect(await storedBaseUrl(name)).toBe(`http://${NS}.example`);
+    expect((await owned(uid)).map((o) => o.owner.namespace)).toEqual([NS]);
+    expect(await owned(get(name, NS_B)!.metadata.uid!)).toEqual([]);
+    api.remove(API_VERSION, 'connectors', NS_B, name);
+    await until('the conflicting resource gone', () => !get(name, NS_B));
+    api.remove(API_VERSION, 'connectors', NS, name);
+    await until('the resource gone', () => !get(name));
+    expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
+  });
+
+  it("refuses the second of two resources of one tenant (two namespaces) creating one new name at the same moment: Conflict naming the first, whose object and record stay", async () => {
+    for (const [name, baseUrl] of [['raced-twins', 'http://b.example'], ['raced-twins-same', 'http://a.example']] as const) {
+      const a = { namespace: NS, name, uid: `${name}-a`, generation: 1 };
+      const b = { namespace: NS_B, name, uid: `${name}-b`, generation: 1 };
+      const [first, second] = await whileTurnHeld(
+        hub.services.db,
+        1,
+        CONNECTOR.plural,
+        [
+          () => hub.services.manifests.applyIfChanged(CONNECTOR, 1, name, manifestNamed(name, 'http://a.example'), 'operator', a),
+          () => hub.services.manifests.applyIfChanged(CONNECTOR, 1, name, manifestNamed(name, baseUrl), 'operator', b),
+        ],
+        { inOrder: true },
+      );
+      expect(first).toMatchObject({ changed: true, created: true });
+      expect(second).toEqual({ conflict: { by: 'resource', owner: a } });
+      expect(await storedBaseUrl(name)).toBe('http://a.example');
+      expect((await owned(a.uid)).map((o) => o.owner.namespace)).toEqual([NS]);
+      expect(await owned(b.uid)).toEqual([]);
+      expect(await hub.services.manifests.removeOwned(CONNECTOR, 1, name, { uid: a.uid })).toBe(true);
+    }
   });
 
   it('the hub refuses a stale generation of the same resource (uid): generation 4 applied, a later apply of generation 3 changes nothing', async () => {

@@ -4,6 +4,7 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { ConflictError, ValidationError } from '../errors.js';
 import { sameManifest } from './canonical.js';
 import type { ManifestKind } from './kinds.js';
+import { takeTenantTurn } from './tenant-cap.js';
 
 /**
  * What a manifest source other than the HTTP API (the Kubernetes operator) does with the hub: each
@@ -15,7 +16,10 @@ import type { ManifestKind } from './kinds.js';
  * written in the apply's transaction. A resource may apply an object only when it owns it, when the
  * object does not exist, or when the object has no record and was last applied by the operator
  * itself (an object applied before records existed: adopted). Anything else is a conflict, and
- * nothing is written. Cleanup goes through the record (`owned`, `removeOwned`); the record goes
+ * nothing is written. For a new name (no record, no object: nothing to lock), the check is made
+ * again within the tenant's turn (takeTenantTurn), which every apply that creates takes: of two
+ * writers of one new name at once (an HTTP apply, another resource), the second finds the first's
+ * object and is the conflict. Cleanup goes through the record (`owned`, `removeOwned`); the record goes
  * with its object whatever deletes it (a trigger per kind's table, migrations/manifests).
  */
 
@@ -218,7 +222,17 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
     tenantByCode: (code) => admin.tenants.byCode(code),
     applyIfChanged: (kind, tenantId, name, manifest, actor, owner, fence) =>
       db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
-        const { recorded, changeWarnings, stored, conflict } = await ownership(tx, kind, name, owner, actor);
+        let found = await ownership(tx, kind, name, owner, actor);
+        if (!found.recorded && !found.stored) {
+          // A new name, with no row to lock: a writer of it that has not committed yet (an HTTP apply,
+          // another resource's apply) is not seen. Every apply that creates takes the tenant's turn, so
+          // the check is made again within it, on the object as stored then: the later one is the
+          // Conflict. Only for a new name: this transaction holds no row yet. An apply of a stored
+          // object locks its row before the turn, so taking the turn first then could deadlock with it.
+          await takeTenantTurn(tx, kind.plural);
+          found = await ownership(tx, kind, name, owner, actor);
+        }
+        const { recorded, changeWarnings, stored, conflict } = found;
         if (conflict) return { conflict };
         // The record's uid is the owner's here (or there is none): a generation older than the one applied is stale.
         if (recorded?.generation !== undefined && owner.generation !== undefined && owner.generation < recorded.generation) return { stale: { recorded: recorded.generation } };
