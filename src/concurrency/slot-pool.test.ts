@@ -352,6 +352,34 @@ describe('slot pool', () => {
     await pool.idle();
   });
 
+  it('a job that returns nothing ends when it calls done, once however often it calls it, and the next job then runs in its own context', async () => {
+    const pool = new SlotPool(1, 1, 10);
+    const dones: Array<() => void> = [];
+    const seen: Array<string | undefined> = [];
+    const job = () => (done: () => void) => {
+      seen.push(currentContext()?.tenantId);
+      dones.push(done);
+      return undefined;
+    };
+    runForTenant(1, () => pool.offer('k', job()));
+    runForTenant(2, () => pool.offer('k', job()));
+    pool.offer('k', job());
+    expect(pool.size()).toBe(3);
+    expect(seen).toEqual(['1']);
+    // Ended from another context (a socket's callback): the next job still runs in its own.
+    runForTenant(3, () => dones[0]!());
+    expect(seen).toEqual(['1', '2']);
+    // A second call of the same done frees no second slot.
+    dones[0]!();
+    expect(seen).toEqual(['1', '2']);
+    expect(pool.size()).toBe(2);
+    dones[1]!();
+    dones[2]!();
+    await pool.idle();
+    expect(seen).toEqual(['1', '2', undefined]);
+    expect(pool.size()).toBe(0);
+  });
+
   it('idle() resolves when everything ran; clear() drops what is queued', async () => {
     const pool = new SlotPool(1, 1, 10);
     let ran = 0;

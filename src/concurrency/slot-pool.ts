@@ -24,7 +24,12 @@ import { inCurrentContext } from '../observability/context.js';
  * starts it.
  */
 
-type Job = () => Promise<unknown>;
+/**
+ * A job: either it returns a promise, and ends when that settles, or it returns nothing and calls
+ * `done` once when it ends (a job of many a second, its end a callback already, need make no promise
+ * for the pool: every promise costs the process's async-context hooks). A job that throws ends then.
+ */
+export type Job = (done: () => void) => Promise<unknown> | undefined;
 
 interface Lane {
   group: string | number | undefined;
@@ -276,21 +281,29 @@ export class SlotPool {
    * jobs a second.
    */
   private runJob(job: Job, key: string | number, lane: Lane, group: { running: number; waiting: Set<string | number> } | undefined): void {
-    let running: Promise<unknown>;
+    const ended = this.endOf(key, lane, group);
+    let running: Promise<unknown> | undefined;
     try {
-      running = job();
+      running = job(ended);
     } catch {
       // A job handles its own failures; one that throws only ends.
-      this.jobEnded(key, lane, group);
+      ended();
       return;
     }
-    const ended = this.endOf(key, lane, group);
-    running.then(ended, ended);
+    running?.then(ended, ended);
   }
 
-  /** `jobEnded` of one job, as its promise's reaction (made here: a closure named in place costs the source checkout's transform a property definition). */
+  /**
+   * `jobEnded` of one job, once however often it is called (its promise's reaction, or its `done`;
+   * made here: a closure named in place costs the source checkout's transform a property definition).
+   */
   private endOf(key: string | number, lane: Lane, group: { running: number; waiting: Set<string | number> } | undefined): () => void {
-    return () => this.jobEnded(key, lane, group);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      this.jobEnded(key, lane, group);
+    };
   }
 
   /** A started job ended (or failed): frees its slots and starts what they let start. */

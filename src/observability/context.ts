@@ -47,25 +47,26 @@ export function carryIntoQueuedJobs<S>(store: AsyncLocalStorage<S>): void {
  * the rest of the job (a job offered outside any context that starts a tenant's unit of work would
  * then carry, after it, the tenant of the job whose end started it).
  */
-export function inCurrentContext<T>(fn: () => T): () => T {
+export function inCurrentContext<T, A = void>(fn: (arg: A) => T): (arg: A) => T {
   const traced = otelContext.active();
   // One closure per call, the stores' values in an array and entered by `enter` (a function of the
   // module, given its arguments through `run`): not a closure per store, each of which costs the
-  // source checkout's transform (tsx) a property definition, on every job of every pool.
+  // source checkout's transform (tsx) a property definition, on every job of every pool. The one
+  // argument is handed on (a pool's job gets its `done`; a callback its result).
   const values = carried.map((store) => store.getStore());
-  return () => enter(values.length - 1, values, traced, fn);
+  return (arg: A) => enter(values.length - 1, values, traced, fn, arg);
 }
 
 /**
- * Runs `fn` inside the stores `carried[0..k]` set to `values[0..k]` (the outermost the last one
+ * Runs `fn(arg)` inside the stores `carried[0..k]` set to `values[0..k]` (the outermost the last one
  * registered, as the closures of earlier code nested them), then OpenTelemetry's `traced` context.
  * Only the stores registered when the values were taken (`values.length`): `carried` only grows.
  */
-function enter<T>(k: number, values: unknown[], traced: OtelContext, fn: () => T): T {
+function enter<T, A>(k: number, values: unknown[], traced: OtelContext, fn: (arg: A) => T, arg: A): T {
   // Entered only when it is not the active one then (never with tracing off: the no-op manager's
   // context is always the root one): entering the active context again changes nothing.
-  if (k < 0) return otelContext.active() === traced ? fn() : otelContext.with(traced, fn);
-  return carried[k]!.run(values[k], enter, k - 1, values, traced, fn) as T;
+  if (k < 0) return otelContext.active() === traced ? fn(arg) : otelContext.with(traced, fn, undefined, arg);
+  return carried[k]!.run(values[k], enter, k - 1, values, traced, fn, arg) as T;
 }
 
 /** Runs fn (with `args`: no closure needed to hand it its arguments) with ctx merged over the surrounding context. */

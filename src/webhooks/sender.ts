@@ -57,23 +57,35 @@ export class WebhookSender {
   }
 
   send(url: string, headers: Record<string, string>, body: string, signal?: AbortSignal, secrets: readonly string[] = []): Promise<AttemptOutcome> {
+    return new Promise<AttemptOutcome>((resolve) => this.sendThen(url, headers, body, signal, secrets, resolve));
+  }
+
+  /**
+   * `send` with a callback instead of a promise (the pool's attempts: no promise per attempt, each
+   * of which costs the process's async-context hooks). `done` is called once: when the answer
+   * or the failure came, or before this returns when no request could be made (a bad URL, an
+   * aborted signal, a request undici refused); it runs inside undici's callbacks, so it must not throw.
+   */
+  sendThen(url: string, headers: Record<string, string>, body: string, signal: AbortSignal | undefined, secrets: readonly string[], done: (outcome: AttemptOutcome) => void): void {
     const attemptedAt = new Date();
     const started = performance.now();
     let target: Target;
     try {
       target = this.target(url);
     } catch (err) {
-      return Promise.resolve(failed(describeNetworkError(err), started, attemptedAt));
+      done(failed(describeNetworkError(err), started, attemptedAt));
+      return;
     }
-    if (signal?.aborted) return Promise.resolve(failed(ABORTED, started, attemptedAt));
-    return new Promise<AttemptOutcome>((resolve) => {
-      const exchange = new Exchange(resolve, this.options, started, attemptedAt, signal, secrets);
-      try {
-        this.agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { 'User-Agent': this.options.userAgent, ...headers }, body }, exchange);
-      } catch (err) {
-        exchange.onResponseError(undefined, err as Error);
-      }
-    });
+    if (signal?.aborted) {
+      done(failed(ABORTED, started, attemptedAt));
+      return;
+    }
+    const exchange = new Exchange(done, this.options, started, attemptedAt, signal, secrets);
+    try {
+      this.agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { 'User-Agent': this.options.userAgent, ...headers }, body }, exchange);
+    } catch (err) {
+      exchange.onResponseError(undefined, err as Error);
+    }
   }
 
   async close(): Promise<void> {

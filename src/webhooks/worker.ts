@@ -7,7 +7,8 @@ import { type Keys, UnsealError } from '../platform/secrets/crypto.js';
 import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, renewLease, takeLease } from './journal.js';
 import { type AttemptOutcome, CLOSED_REASON, TENANT_INACTIVE_REASON } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
-import type { SlotPool } from '../concurrency/slot-pool.js';
+import type { Job, SlotPool } from '../concurrency/slot-pool.js';
+import { inCurrentContext } from '../observability/context.js';
 import { openIntegrationSecret } from './secret.js';
 import type { WebhookSender } from './sender.js';
 import { deliveryRequest } from './signing.js';
@@ -92,10 +93,29 @@ interface Snapshot {
 
 type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
 
+/** What an attempt does with its row: close it (and log why), record a fault without sending, or send these headers. */
+type Step = { close: string; why: string } | { fault: AttemptOutcome } | { headers: Record<string, string>; secret: string | undefined };
+
 /** An attempt that found its row no longer this worker's, or gave it back (stopping). */
 const LOST: { result: AttemptResult } = Object.freeze({ result: Object.freeze({ kind: 'lost' as const }) });
 /** The job of an attempt queued as the worker stopped: nothing to do. */
 const NOTHING = Promise.resolve();
+
+/** A fault recorded instead of sending (no secret for the mode, or one that cannot be opened). */
+function faultStep(error: string): Step {
+  return { fault: { ok: false, httpStatus: null, responseBody: null, error, durationMs: 0, attemptedAt: new Date() } };
+}
+
+/** `job` with `onDone` called once it ended, however it ends (its promise, or its `done`). */
+function withEnd(job: Job, onDone: () => void): Job {
+  return (done) => {
+    const running = job(() => {
+      onDone();
+      done();
+    });
+    return running?.finally(onDone);
+  };
+}
 
 /**
  * The logger of one attempt. A function of the module, not a closure made in each attempt: the
@@ -167,7 +187,7 @@ export class DeliveryWorker {
     const job = this.job(deliveryId, token, claim);
     // Noted before the offer: the pool may start the job at once, which forgets it again.
     this.queued.set(deliveryId, token);
-    const taken = this.o.pool.offer(target.integrationId, onDone ? () => job().finally(onDone) : job, target.tenantId);
+    const taken = this.o.pool.offer(target.integrationId, onDone ? withEnd(job, onDone) : job, target.tenantId);
     if (!taken) this.queued.delete(deliveryId);
     return taken;
   }
@@ -195,19 +215,72 @@ export class DeliveryWorker {
   }
 
   /**
-   * A job of the pool: the attempt, then the outcome handed to the writer (`run`, which is the job's
-   * one async function: no level of its own around it). The job (and its slot of the integration)
+   * A job of the pool: the attempt, then the outcome handed to the writer (`pooledAttempt`: no
+   * promise at all for a Claim's first attempt, otherwise `run`, the job's one async function). The job (and its slot of the integration)
    * ends when the answer came back, not when the outcome is written, unless the writer is full.
    */
-  private job(deliveryId: number, token: string, claim?: Claim): () => Promise<unknown> {
-    return () => {
+  private job(deliveryId: number, token: string, claim?: Claim): Job {
+    return (done) => {
       // Queued just as the worker stopped: its lease is released by stop() for the retry sweep.
       if (this.stopping) return NOTHING;
       // Forgotten only if the entry is this attempt's: the row may have been queued again meanwhile
       // under a newer lease (a later sweep's claim), whose lease a stop must still give back.
       if (this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
-      return this.run(deliveryId, token, claim, true);
+      return this.pooledAttempt(deliveryId, token, claim, done);
     };
+  }
+
+  /**
+   * A pool's attempt. The usual one, a Claim's first attempt that sends, runs without a promise: its
+   * row and request made at once, the answer a callback (`sendThen`, in the job's context), the
+   * outcome handed to the writer, then `done` (after the writer has room). Every other (a retry, a
+   * Claim read again or too old, a row to close, a fault to record) is `run`'s, as the job's promise.
+   */
+  private pooledAttempt(id: number, token: string, claim: Claim | undefined, done: () => void): Promise<unknown> | undefined {
+    let row: ClaimedRow;
+    let step: Step;
+    try {
+      const claimed = this.fromClaim(claim, id);
+      if (claimed === undefined || claimed instanceof Promise) return this.run(id, token, claim, true, claimed);
+      row = claimed;
+      step = this.prepare(row, id);
+    } catch (err) {
+      this.runFailed(err, id);
+      return NOTHING;
+    }
+    if (!('headers' in step)) return this.run(id, token, claim, true, row);
+    this.pooledRuns++;
+    let leasedAt = claim!.stamp.at;
+    // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
+    const keeper = this.keepLease(id, token, leasedAt);
+    const finish = () => {
+      this.pooledEnded();
+      done();
+    };
+    let dispatched = false;
+    const answered = (outcome: AttemptOutcome) => {
+      let room: Promise<void> | undefined;
+      try {
+        if (keeper) leasedAt = keeper.stop();
+        // Stopping: the lease brings the row back to a live process; record nothing (as `run`).
+        if (!this.lostToStop(outcome, row)) {
+          this.record(row, id, token, outcome, leasedAt, true);
+          room = this.outcomes.room();
+        }
+      } catch (err) {
+        this.runFailed(err, id);
+      }
+      // The job ends here: it waits while the writer is full (backpressure on the attempts). An
+      // outcome that came before any request went (a bad URL) ends it on a later turn: the pool
+      // would start the next job from inside this one's start, and a queue of such attempts would
+      // nest as deep as it is long.
+      if (room) room.then(finish, finish);
+      else if (dispatched) finish();
+      else queueMicrotask(finish);
+    };
+    this.o.sender.sendThen(row.target_url, step.headers, row.body, this.abort.signal, step.secret ? [step.secret] : [], inCurrentContext(answered));
+    dispatched = true;
+    return undefined;
   }
 
   /** An outcome of the pool's attempts that could not be written. */
@@ -288,14 +361,21 @@ export class DeliveryWorker {
 
   /**
    * One attempt. Its outcome goes to the writer: for the pool's attempts (`pooled`) without a promise
-   * to wait on, otherwise as `written`. A pool's attempt is its job's one async function: it is
+   * to wait on, otherwise as `written`. A pool's attempt that `pooledAttempt` leaves to it is its
+   * job's one async function: it is
    * counted for stop() (`pooledRuns`), waits for room in the writer before it ends, and never
    * rejects (a database failure is logged; the row keeps its lease and comes back to the retry sweep).
    */
-  private async run(id: number, token: string, claim?: Claim, pooled = false): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
+  private async run(
+    id: number,
+    token: string,
+    claim?: Claim,
+    pooled = false,
+    /** `fromClaim(claim, id)`, which the pool's attempts made already (none without a Claim). */
+    claimed?: ClaimedRow | Promise<ClaimedRow | undefined>,
+  ): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
     if (pooled) this.pooledRuns++;
     try {
-      const claimed = this.fromClaim(claim, id);
       let row = claimed instanceof Promise ? await claimed : claimed;
       // When the lease this attempt holds began, at the latest: the Claim's statement, or the renewal here.
       let leasedAt: number;
@@ -305,57 +385,22 @@ export class DeliveryWorker {
         row = await takeLease(this.direct, id, token, this.o.leaseMs);
       }
       if (!row) return LOST;
-      // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
-      if (!row.tenant_active) {
-        await closeRow(this.direct, id, token, TENANT_INACTIVE_REASON);
-        attemptLog(row, id).info('delivery closed: its tenant was deactivated');
-        return { result: { kind: 'closed' } };
-      }
-      const gone = row.deleted || (row.kind === 'event' && (!row.enabled || !patternsMatch(row.event_types, row.event_type)));
-      if (gone) {
-        await closeRow(this.direct, id, token, CLOSED_REASON);
-        attemptLog(row, id).info('delivery closed: the integration was deleted, disabled or no longer matches');
+      const step = this.prepare(row, id);
+      if ('close' in step) {
+        await closeRow(this.direct, id, token, step.close);
+        attemptLog(row, id).info(step.why);
         return { result: { kind: 'closed' } };
       }
       let outcome: AttemptOutcome;
-      let secret: string | undefined;
-      let unsealFailure: string | undefined;
-      try {
-        secret = openIntegrationSecret(this.o.key, row.tenant_id, row.integration_id, row);
-      } catch (err) {
-        if (!(err instanceof UnsealError)) throw err;
-        unsealFailure = 'the integration secret cannot be decrypted (was svc.secret.master-key changed without the earlier key in svc.secret.previous-master-keys?)';
-      }
-      const request = unsealFailure
-        ? { fault: unsealFailure }
-        : deliveryRequest({
-            eventType: row.event_type,
-            eventId: row.event_id,
-            deliveryId: id,
-            body: row.body,
-            authMode: row.auth_mode,
-            secret,
-            standardWebhooks: row.standard_webhooks,
-          });
-      if ('fault' in request) {
-        outcome = { ok: false, httpStatus: null, responseBody: null, error: request.fault, durationMs: 0, attemptedAt: new Date() };
-      } else {
+      if ('fault' in step) outcome = step.fault;
+      else {
         // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
         const keeper = this.keepLease(id, token, leasedAt);
-        // The secret masked in the answer, should it quote it (an echo service): the journal and the test answer show `[REDACTED]`.
-        outcome = await this.o.sender.send(row.target_url, request.headers, row.body, this.abort.signal, secret ? [secret] : []);
+        outcome = await this.o.sender.send(row.target_url, step.headers, row.body, this.abort.signal, step.secret ? [step.secret] : []);
         if (keeper) leasedAt = keeper.stop();
-        // Stopping: the lease brings the row back to a live process; record nothing. Except a test,
-        // which is never retried: its attempt is recorded as it ended (`aborted: the process is stopping`).
-        if (this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test') return LOST;
+        if (this.lostToStop(outcome, row)) return LOST;
       }
-      let written: Promise<number | undefined> | undefined;
-      // The writer keeps the lease from when it began (renewed at half of it) until the outcome is written.
-      if (pooled) this.outcomes.add(id, token, outcome, undefined, (err) => this.writeFailed(err, id), leasedAt);
-      else written = this.outcomes.write(id, token, outcome, leasedAt);
-      if (outcome.ok) {
-        if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
-      } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
+      const written = this.record(row, id, token, outcome, leasedAt, pooled);
       if (pooled) {
         // The pool's job ends here: it waits while the writer is full (backpressure on the attempts).
         const room = this.outcomes.room();
@@ -364,14 +409,77 @@ export class DeliveryWorker {
       return { result: { kind: 'attempted', outcome, attempts: row.attempts + 1 }, written };
     } catch (err) {
       if (!pooled) throw err;
-      // A database failure: the row keeps its lease and comes back to the retry sweep.
-      if (!this.stopping) logger().error({ err, deliveryId: id }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
+      this.runFailed(err, id);
       return LOST;
     } finally {
-      if (pooled && --this.pooledRuns === 0 && this.pooledIdle) {
-        this.pooledIdle.resolve();
-        this.pooledIdle = undefined;
-      }
+      if (pooled) this.pooledEnded();
+    }
+  }
+
+  /**
+   * What an attempt does with its row: a deactivated tenant, or a deleted, disabled or no longer
+   * matching integration, closes it; a secret that cannot be opened or is missing for the mode is a
+   * fault recorded without sending; otherwise the request's headers (signed), and the secret the
+   * answer is masked for (an echo service quoting it: the journal and the test answer show `[REDACTED]`).
+   */
+  private prepare(row: ClaimedRow, id: number): Step {
+    // A deactivated tenant sends nothing more: a row claimed or queued before it was deactivated closes instead.
+    if (!row.tenant_active) return { close: TENANT_INACTIVE_REASON, why: 'delivery closed: its tenant was deactivated' };
+    const gone = row.deleted || (row.kind === 'event' && (!row.enabled || !patternsMatch(row.event_types, row.event_type)));
+    if (gone) return { close: CLOSED_REASON, why: 'delivery closed: the integration was deleted, disabled or no longer matches' };
+    let secret: string | undefined;
+    try {
+      secret = openIntegrationSecret(this.o.key, row.tenant_id, row.integration_id, row);
+    } catch (err) {
+      if (!(err instanceof UnsealError)) throw err;
+      return faultStep('the integration secret cannot be decrypted (was svc.secret.master-key changed without the earlier key in svc.secret.previous-master-keys?)');
+    }
+    const request = deliveryRequest({
+      eventType: row.event_type,
+      eventId: row.event_id,
+      deliveryId: id,
+      body: row.body,
+      authMode: row.auth_mode,
+      secret,
+      standardWebhooks: row.standard_webhooks,
+    });
+    return 'fault' in request ? faultStep(request.fault) : { headers: request.headers, secret };
+  }
+
+  /**
+   * Stopping, an attempt cut short (aborted, no answer): the lease brings the row back to a live
+   * process, so nothing is recorded. Except a test, which is never retried: its attempt is recorded
+   * as it ended (`aborted: the process is stopping`).
+   */
+  private lostToStop(outcome: AttemptOutcome, row: ClaimedRow): boolean {
+    return this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test';
+  }
+
+  /**
+   * Hands an attempt's outcome to the writer (the pool's with callbacks; otherwise as the promise
+   * returned) and logs it. The writer keeps the lease from `leasedAt` (renewed at half of it) until
+   * the outcome is written.
+   */
+  private record(row: ClaimedRow, id: number, token: string, outcome: AttemptOutcome, leasedAt: number, pooled: boolean): Promise<number | undefined> | undefined {
+    let written: Promise<number | undefined> | undefined;
+    if (pooled) this.outcomes.add(id, token, outcome, undefined, (err) => this.writeFailed(err, id), leasedAt);
+    else written = this.outcomes.write(id, token, outcome, leasedAt);
+    if (outcome.ok) {
+      if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
+    } else attemptLog(row, id).info({ status: outcome.httpStatus, error: outcome.error, attempt: row.attempts + 1 }, 'delivery attempt failed');
+    return written;
+  }
+
+  /** A pool's attempt that failed to run (a database failure): the row keeps its lease and comes back to the retry sweep. */
+  private runFailed(err: unknown, id: number): void {
+    if (!this.stopping) logger().error({ err, deliveryId: id }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
+  }
+
+  /** A pool's attempt is over: stop() may be waiting for the last one. */
+  private pooledEnded(): void {
+    if (--this.pooledRuns === 0 && this.pooledIdle) {
+      this.pooledIdle.resolve();
+      this.pooledIdle = undefined;
     }
   }
 
