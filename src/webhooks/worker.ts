@@ -93,6 +93,20 @@ interface Snapshot {
 
 type AttemptResult = { kind: 'attempted'; outcome: AttemptOutcome; attempts: number } | { kind: 'closed' } | { kind: 'lost' };
 
+/** A pool's attempt whose request is under way (`pooledAttempt`). */
+interface PooledSend {
+  row: ClaimedRow;
+  id: number;
+  token: string;
+  /** When its lease began at the latest (the Claim's statement, or its last renewal). */
+  leasedAt: number;
+  keeper: { stop(): number } | undefined;
+  /** The pool's end of the job. */
+  done: () => void;
+  /** The request was handed to the sender (an answer before that came at once: no request made). */
+  dispatched: boolean;
+}
+
 /** What an attempt does with its row: close it (and log why), record a fault without sending, or send these headers. */
 type Step = { close: string; why: string } | { fault: AttemptOutcome } | { headers: Record<string, string>; secret: string | undefined };
 
@@ -250,37 +264,49 @@ export class DeliveryWorker {
     }
     if (!('headers' in step)) return this.run(id, token, claim, true, row);
     this.pooledRuns++;
-    let leasedAt = claim!.stamp.at;
+    // Its state in one object and its steps methods, not closures made per attempt: the source
+    // checkout's transform (tsx) names every closure assigned to a name with a property definition.
+    const sending: PooledSend = { row, id, token, leasedAt: claim!.stamp.at, keeper: undefined, done, dispatched: false };
     // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
-    const keeper = this.keepLease(id, token, leasedAt);
-    const finish = () => {
-      this.pooledEnded();
-      done();
-    };
-    let dispatched = false;
-    const answered = (outcome: AttemptOutcome) => {
-      let room: Promise<void> | undefined;
-      try {
-        if (keeper) leasedAt = keeper.stop();
-        // Stopping: the lease brings the row back to a live process; record nothing (as `run`).
-        if (!this.lostToStop(outcome, row)) {
-          this.record(row, id, token, outcome, leasedAt, true);
-          room = this.outcomes.room();
-        }
-      } catch (err) {
-        this.runFailed(err, id);
-      }
-      // The job ends here: it waits while the writer is full (backpressure on the attempts). An
-      // outcome that came before any request went (a bad URL) ends it on a later turn: the pool
-      // would start the next job from inside this one's start, and a queue of such attempts would
-      // nest as deep as it is long.
-      if (room) room.then(finish, finish);
-      else if (dispatched) finish();
-      else queueMicrotask(finish);
-    };
-    this.o.sender.sendThen(row.target_url, step.headers, row.body, this.abort.signal, step.secret ? [step.secret] : [], inCurrentContext(answered));
-    dispatched = true;
+    sending.keeper = this.keepLease(id, token, sending.leasedAt);
+    this.o.sender.sendThen(
+      row.target_url,
+      step.headers,
+      row.body,
+      this.abort.signal,
+      step.secret ? [step.secret] : [],
+      inCurrentContext((outcome: AttemptOutcome) => this.answered(sending, outcome)),
+    );
+    sending.dispatched = true;
     return undefined;
+  }
+
+  /** The answer (or failure) of a `pooledAttempt`'s request: the outcome to the writer, then the job's end. */
+  private answered(sending: PooledSend, outcome: AttemptOutcome): void {
+    let room: Promise<void> | undefined;
+    try {
+      if (sending.keeper) sending.leasedAt = sending.keeper.stop();
+      // Stopping: the lease brings the row back to a live process; record nothing (as `run`).
+      if (!this.lostToStop(outcome, sending.row)) {
+        this.record(sending.row, sending.id, sending.token, outcome, sending.leasedAt, true);
+        room = this.outcomes.room();
+      }
+    } catch (err) {
+      this.runFailed(err, sending.id);
+    }
+    // The job ends here: it waits while the writer is full (backpressure on the attempts). An
+    // outcome that came before any request went (a bad URL) ends it on a later turn: the pool
+    // would start the next job from inside this one's start, and a queue of such attempts would
+    // nest as deep as it is long.
+    if (room) room.then(() => this.sent(sending), () => this.sent(sending));
+    else if (sending.dispatched) this.sent(sending);
+    else queueMicrotask(() => this.sent(sending));
+  }
+
+  /** A `pooledAttempt` is over. */
+  private sent(sending: PooledSend): void {
+    this.pooledEnded();
+    sending.done();
   }
 
   /** An outcome of the pool's attempts that could not be written. */
