@@ -524,14 +524,16 @@ function plainPost(agent: Agent, origin: string, path: string, headers: Record<s
     agent.dispatch(
       { origin, path, method: 'POST', headers, body },
       {
-        // undici takes a handler for its controller interface only when it has onRequestStart.
-        onRequestStart: () => undefined,
-        onResponseStart: (_c, statusCode) => {
+        // undici's own callbacks, as the hub's sender (src/webhooks/sender.ts): no adapter per
+        // request, no object made of the answer's headers.
+        onConnect: () => undefined,
+        onHeaders: (statusCode) => {
           status = statusCode;
+          return true;
         },
-        onResponseData: () => undefined,
-        onResponseEnd: () => resolve(status),
-        onResponseError: (_c, err) => reject(err),
+        onData: () => true,
+        onComplete: () => resolve(status),
+        onError: (err) => reject(err),
       },
     );
   });

@@ -18,6 +18,10 @@ import { type AttemptOutcome, RESPONSE_BODY_MAX } from './model.js';
  * The attempt goes through undici's dispatcher interface with one handler object per attempt
  * (`Exchange`) rather than `request()`: no response stream, async iterator or AbortController per
  * attempt. Measured on this path, that is less than half the CPU per POST (docs/performance.md).
+ * The handler has undici's own callbacks (`onConnect`, `onHeaders`, `onData`, `onComplete`,
+ * `onError`), which undici 7 marks deprecated: a handler with the controller ones (`onRequestStart`
+ * …) is wrapped per request in an adapter that also makes an object of every answer's headers
+ * (and trailers), which the attempt never reads, a visible share of a drain's CPU per delivery.
  */
 
 export interface SenderOptions {
@@ -84,7 +88,7 @@ export class WebhookSender {
     try {
       this.agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { 'User-Agent': this.options.userAgent, ...headers }, body }, exchange);
     } catch (err) {
-      exchange.onResponseError(undefined, err as Error);
+      exchange.onError(err as Error);
     }
   }
 
@@ -114,10 +118,12 @@ type Cut = 'enough' | 'timeout' | 'aborted';
 
 /**
  * One attempt's handler: collects the status and the start of the body, and settles once (the
- * answer, or the failure). Also the listener of the caller's signal (`handleEvent`).
+ * answer, or the failure). Also the listener of the caller's signal (`handleEvent`). undici's own
+ * callbacks (see the file's comment): the answer's headers stay raw, never parsed into an object.
  */
 class Exchange implements Dispatcher.DispatchHandler {
-  private controller: Dispatcher.DispatchController | undefined;
+  /** Drops the request (and its connection): given by undici once the request has a connection. */
+  private abort: ((err?: Error) => void) | undefined;
   private status: number | null = null;
   private readonly chunks: Buffer[] = [];
   private size = 0;
@@ -142,29 +148,31 @@ class Exchange implements Dispatcher.DispatchHandler {
     this.stop('aborted');
   }
 
-  onRequestStart(controller: Dispatcher.DispatchController): void {
-    this.controller = controller;
+  onConnect(abort: (err?: Error) => void): void {
+    this.abort = abort;
     // Ended before the request reached a connection (a slow connect): it is not sent.
-    if (this.cut) controller.abort(new Error(`exchange ended (${this.cut})`));
+    if (this.cut) abort(new Error(`exchange ended (${this.cut})`));
   }
 
-  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number): void {
+  onHeaders(statusCode: number): boolean {
     // 1xx answers are informational: the final status follows.
     if (statusCode >= 200) this.status = statusCode;
+    return true;
   }
 
-  onResponseData(_controller: Dispatcher.DispatchController, chunk: Buffer): void {
-    if (this.settled) return;
+  onData(chunk: Buffer): boolean {
+    if (this.settled) return true;
     this.chunks.push(chunk);
     this.size += chunk.length;
     if (this.size >= READ_MAX_BYTES) this.stop('enough');
+    return true;
   }
 
-  onResponseEnd(): void {
+  onComplete(): void {
     this.settle(undefined);
   }
 
-  onResponseError(_controller: Dispatcher.DispatchController | undefined, error: Error): void {
+  onError(error: Error): void {
     this.settle(error);
   }
 
@@ -173,7 +181,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.cut = cut;
     this.settle(undefined);
-    this.controller?.abort(new Error(`exchange ended (${cut})`));
+    this.abort?.(new Error(`exchange ended (${cut})`));
   }
 
   private settle(error: Error | undefined): void {
