@@ -197,10 +197,17 @@ export function deletedHistoryCases(o: {
   }, 60_000);
 }
 
-/** How many transactions of the database wait for an advisory lock (a tenant's turn among them). */
-async function turnWaiters(tx: Tx): Promise<number> {
+/**
+ * How many transactions of the database wait for a lock: an advisory one (a tenant's turn among
+ * them), or with `anyLock` any lock (a row's, a table's; a transaction that waits for a row waits for
+ * the holder's transaction id, which names no database: it is told by the locks it holds here).
+ */
+async function lockWaiters(tx: Tx, anyLock = false): Promise<number> {
   const { rows } = await tx.query<{ n: number }>(
-    `select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and database = (select oid from pg_database where datname = current_database())`,
+    `select count(distinct w.pid)::int as n from pg_locks w
+      where not w.granted and (w.locktype = 'advisory' or $1)
+        and exists (select 1 from pg_locks d where d.pid = w.pid and d.database = (select oid from pg_database where datname = current_database()))`,
+    [anyLock],
   );
   return rows[0]!.n;
 }
@@ -212,17 +219,34 @@ async function turnWaiters(tx: Tx): Promise<number> {
  * before it wait for the turn, so they take it in that order (PostgreSQL grants a lock to its
  * waiters first come, first served). Takes one connection of `db` beside theirs (two `inOrder`).
  */
-export async function whileTurnHeld<T>(db: Database, tenant: number, plural: string, applies: (() => Promise<T>)[], opts: { inOrder?: boolean } = {}): Promise<T[]> {
-  const turnTaken = deferred();
+export function whileTurnHeld<T>(db: Database, tenant: number, plural: string, applies: (() => Promise<T>)[], opts: { inOrder?: boolean } = {}): Promise<T[]> {
+  return whileHeld(db, tenant, { what: "the tenant's turn", take: (tx) => takeTenantTurn(tx, plural) }, applies, opts);
+}
+
+/**
+ * As whileTurnHeld, with the lock that `lock.take` takes in a transaction of `tenant` instead of the
+ * tenant's turn (`lock table manifests.owners in share mode`: an owner record written waits), held
+ * until every apply waits for a lock, whichever (`anyLock`: the later ones may wait for the row the
+ * first one holds rather than for this lock).
+ */
+export async function whileHeld<T>(
+  db: Database,
+  tenant: number,
+  lock: { what: string; take: (tx: Tx) => Promise<unknown>; anyLock?: boolean },
+  applies: (() => Promise<T>)[],
+  opts: { inOrder?: boolean } = {},
+): Promise<T[]> {
+  const waiters = (tx: Tx) => lockWaiters(tx, lock.anyLock);
+  const taken = deferred();
   const holder = db.withTenant(tenant, async (tx) => {
-    await takeTenantTurn(tx, plural);
-    turnTaken.resolve();
-    await until(`the ${applies.length} applies to wait for the tenant's turn`, async () => (await turnWaiters(tx)) === applies.length);
+    await lock.take(tx);
+    taken.resolve();
+    await until(`the ${applies.length} applies to wait (for ${lock.what})`, async () => (await waiters(tx)) === applies.length);
   });
-  await turnTaken.promise;
+  await taken.promise;
   const started: Promise<T>[] = [];
   for (const apply of applies) {
-    if (opts.inOrder) await until(`${started.length} applies to wait for the tenant's turn`, async () => (await db.withTenant(tenant, turnWaiters)) === started.length);
+    if (opts.inOrder) await until(`${started.length} applies to wait (for ${lock.what})`, async () => (await db.withTenant(tenant, waiters)) === started.length);
     const result = apply();
     // Awaited below, with the others: one that fails while the next waits to start is not unhandled.
     result.catch(() => {});
