@@ -20,7 +20,7 @@ import { Operator, type OperatorOptions } from './reconciler.js';
 import { FINALIZER } from './finalizer.js';
 import { manifestOf, mergePatchOf, type Resource } from './resource.js';
 import { until } from '../test/harness/until.js';
-import { whileTurnHeld } from '../test/harness/tenant-cap-cases.js';
+import { whileHeld, whileTurnHeld } from '../test/harness/tenant-cap-cases.js';
 import { operatorsSettled } from '../test/harness/operator-settled.js';
 
 /**
@@ -1053,17 +1053,17 @@ describe('status, ownership and conflicts', () => {
     expect((await fetch(`${hub.url}/api/connectors/${name}`, { method: 'DELETE', headers: { 'X-Tenant-ID': '1' } })).status).toBe(204);
   });
 
-  it('an Operator reconciling two new resources of one name in two namespaces of a tenant at the same moment: the first is Applied, the second a Conflict naming it', async () => {
-    const name = 'raced-op-twins';
-    const [first, second] = await whileTurnHeld(
-      hub.services.db,
-      1,
-      CONNECTOR.plural,
+  /**
+   * Puts a resource named `name` in NS, then one in NS_B (base_url http://<namespace>.example), each
+   * reconciled by the Operator, through `race` (whileTurnHeld, whileHeld): the first is Applied, the
+   * second a Conflict naming it, and only the first's manifest and record are in the hub. Both deleted.
+   */
+  async function expectFirstTwinApplied(name: string, race: <T>(applies: (() => Promise<T>)[]) => Promise<T[]>): Promise<void> {
+    const [first, second] = await race(
       [NS, NS_B].map((namespace) => () => {
         put(name, namespace, { baseUrl: `http://${namespace}.example` });
         return decided(name, namespace);
       }),
-      { inOrder: true },
     );
     const uid = get(name)!.metadata.uid!;
     expect(first).toMatchObject({ status: 'True', reason: 'Applied' });
@@ -1077,7 +1077,10 @@ describe('status, ownership and conflicts', () => {
     api.remove(API_VERSION, 'connectors', NS, name);
     await until('the resource gone', () => !get(name));
     expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
-  });
+  }
+
+  it('an Operator reconciling two new resources of one name in two namespaces of a tenant at the same moment: the first is Applied, the second a Conflict naming it', () =>
+    expectFirstTwinApplied('raced-op-twins', (applies) => whileTurnHeld(hub.services.db, 1, CONNECTOR.plural, applies, { inOrder: true })));
 
   it("refuses the second of two resources of one tenant (two namespaces) creating one new name at the same moment: Conflict naming the first, whose object and record stay", async () => {
     for (const [name, baseUrl] of [['raced-twins', 'http://b.example'], ['raced-twins-same', 'http://a.example']] as const) {
@@ -1100,6 +1103,40 @@ describe('status, ownership and conflicts', () => {
       expect(await owned(b.uid)).toEqual([]);
       expect(await hub.services.manifests.removeOwned(CONNECTOR, 1, name, { uid: a.uid })).toBe(true);
     }
+  });
+
+  /** As an operator from before owner records left it: open.yaml named `name` (base_url http://legacy.example), applied by the operator's actor, no record. */
+  const legacy = (name: string) => hub.services.db.withTenant(1, (tx) => CONNECTOR.handler.apply(tx, manifestNamed(name, 'http://legacy.example'), 'operator'));
+  /**
+   * Runs `applies` in that order while owner records cannot be written (manifests.owners locked in
+   * share mode), each started once those before it wait for a lock: each has read before then that
+   * the object has no record, and none has committed.
+   */
+  const whileRecordsHeld = <T>(applies: (() => Promise<T>)[]) =>
+    whileHeld(hub.services.db, 1, { what: 'the owner records', take: (tx) => tx.query('lock table manifests.owners in share mode'), anyLock: true }, applies, { inOrder: true });
+
+  it('refuses the second of two resources of one tenant (two namespaces) adopting one unrecorded object at the same moment: Conflict naming the first, whose apply and record stay', async () => {
+    // A different manifest each, and each the manifest the hub holds (nothing to write but the record).
+    for (const [name, baseUrls] of [['adopted-twins', ['http://a.example', 'http://b.example']], ['adopted-twins-same', ['http://legacy.example', 'http://legacy.example']]] as const) {
+      await legacy(name);
+      const a = { namespace: NS, name, uid: `${name}-a`, generation: 1 };
+      const b = { namespace: NS_B, name, uid: `${name}-b`, generation: 1 };
+      const [first, second] = await whileRecordsHeld([
+        () => hub.services.manifests.applyIfChanged(CONNECTOR, 1, name, manifestNamed(name, baseUrls[0]), 'operator', a),
+        () => hub.services.manifests.applyIfChanged(CONNECTOR, 1, name, manifestNamed(name, baseUrls[1]), 'operator', b),
+      ]);
+      expect(first).toMatchObject({ adopted: true });
+      expect(second).toEqual({ conflict: { by: 'resource', owner: a } });
+      expect(await storedBaseUrl(name)).toBe(baseUrls[0]);
+      expect((await owned(a.uid)).map((o) => o.owner.namespace)).toEqual([NS]);
+      expect(await owned(b.uid)).toEqual([]);
+      expect(await hub.services.manifests.removeOwned(CONNECTOR, 1, name, { uid: a.uid })).toBe(true);
+    }
+  });
+
+  it('an Operator reconciling two resources of one name in two namespaces of a tenant at the same moment, the object unrecorded: the first adopts it (Applied), the second is a Conflict naming it', async () => {
+    await legacy('adopted-op-twins');
+    await expectFirstTwinApplied('adopted-op-twins', whileRecordsHeld);
   });
 
   it('the hub refuses a stale generation of the same resource (uid): generation 4 applied, a later apply of generation 3 changes nothing', async () => {

@@ -19,8 +19,11 @@ import { takeTenantTurn } from './tenant-cap.js';
  * nothing is written. For a new name (no record, no object: nothing to lock), the check is made
  * again within the tenant's turn (takeTenantTurn), which every apply that creates takes: of two
  * writers of one new name at once (an HTTP apply, another resource), the second finds the first's
- * object and is the conflict. Cleanup goes through the record (`owned`, `removeOwned`); the record goes
- * with its object whatever deletes it (a trigger per kind's table, migrations/manifests).
+ * object and is the conflict. An object with no record is adopted by the first resource to record
+ * itself: the record is inserted only where none is (of two adopting at once, the second's apply is
+ * rolled back and made again, and finds the first's record: the conflict). Cleanup goes through the
+ * record (`owned`, `removeOwned`); the record goes with its object whatever deletes it (a trigger per
+ * kind's table, migrations/manifests).
  */
 
 /** The custom resource that manages (or wants to manage) a hub object. */
@@ -145,6 +148,12 @@ interface OwnerRow {
   uid: string;
 }
 
+/**
+ * An apply of an object with no owner record found one written when it wrote its own (another
+ * resource's apply committed first): thrown to roll the apply back.
+ */
+class RecordTaken extends Error {}
+
 /** The owner record of a hub object in the transaction's tenant, locked for the rest of it. */
 async function ownerOf(tx: Tx, kind: ManifestKind, name: string): Promise<ManifestOwner | undefined> {
   return (await recordOf(tx, kind, name))?.owner;
@@ -218,55 +227,76 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
     }
     return result as T;
   };
+  /** applyIfChanged in one transaction: throws RecordTaken (rolled back) when another resource recorded itself first. */
+  const applyOnce: ManifestServices['applyIfChanged'] = (kind, tenantId, name, manifest, actor, owner, fence) =>
+    db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
+      let found = await ownership(tx, kind, name, owner, actor);
+      if (!found.recorded && !found.stored) {
+        // A new name, with no row to lock: a writer of it that has not committed yet (an HTTP apply,
+        // another resource's apply) is not seen. Every apply that creates takes the tenant's turn, so
+        // the check is made again within it, on the object as stored then: the later one is the
+        // Conflict. Only for a new name: this transaction holds no row yet. An apply of a stored
+        // object locks its row before the turn, so taking the turn first then could deadlock with it.
+        await takeTenantTurn(tx, kind.plural);
+        found = await ownership(tx, kind, name, owner, actor);
+      }
+      const { recorded, changeWarnings, stored, conflict } = found;
+      if (conflict) return { conflict };
+      // The record's uid is the owner's here (or there is none): a generation older than the one applied is stale.
+      if (recorded?.generation !== undefined && owner.generation !== undefined && owner.generation < recorded.generation) return { stale: { recorded: recorded.generation } };
+      let outcome: ApplyOutcome;
+      const result = stored && sameManifest(stored.manifest, manifest) ? await reapplied(tx, kind, manifest, actor) : await kind.handler.apply(tx, manifest, actor, context);
+      if (!result || result.unchanged) {
+        const policy = policyWarnings(kind, manifest);
+        outcome = { changed: false, created: false, adopted: !recorded, schedule: stored?.schedule ?? null, warnings: [], policyWarnings: policy, ...(changeWarnings ? { changeWarnings } : {}) };
+      } else {
+        const policy = policyWarnings(kind, manifest);
+        const others = result.warnings.filter((w) => !policy.includes(w));
+        outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings, policyWarnings: policy, changeWarnings: others };
+      }
+      // Written with the change, so that they outlive a status write that fails after the commit.
+      const warnings = outcome.changed ? outcome.changeWarnings : null;
+      if (!recorded) {
+        // Written only if no record is there by now: another resource's apply of this unrecorded
+        // object (an object the operator applied before records existed, which both found to
+        // adopt: no row of it was locked then) committed its record first (this insert waits for
+        // it). The apply is rolled back and made again, and finds that record: the Conflict.
+        const { rowCount } = await tx.query(
+          `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid, generation, warnings)
+           values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7)
+           on conflict (tenant_id, kind, name) do nothing`,
+          [kind.kind, name, owner.namespace, owner.name, owner.uid, owner.generation ?? null, warnings],
+        );
+        if (!rowCount) throw new RecordTaken(`${kind.kind} ${name}: another resource recorded itself as its owner during this apply`);
+        await fence?.();
+      } else if (recorded.namespace !== owner.namespace || recorded.name !== owner.name || (owner.generation !== undefined && owner.generation !== recorded.generation)) {
+        // The record is this uid's (locked since ownership read it): it keeps the later generation of the two.
+        // The warnings of the object's last change stay unless this apply changed it.
+        await tx.query(
+          `update manifests.owners set namespace = $3, resource = $4, generation = greatest(generation, $5), warnings = coalesce($6, warnings), updated_at = now()
+            where kind = $1 and name = $2`,
+          [kind.kind, name, owner.namespace, owner.name, owner.generation ?? null, warnings],
+        );
+        await fence?.();
+      } else if (outcome.changed) {
+        await tx.query('update manifests.owners set warnings = $3, updated_at = now() where kind = $1 and name = $2', [kind.kind, name, warnings]);
+        await fence?.();
+      }
+      return outcome;
+    });
   return {
     tenantByCode: (code) => admin.tenants.byCode(code),
-    applyIfChanged: (kind, tenantId, name, manifest, actor, owner, fence) =>
-      db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
-        let found = await ownership(tx, kind, name, owner, actor);
-        if (!found.recorded && !found.stored) {
-          // A new name, with no row to lock: a writer of it that has not committed yet (an HTTP apply,
-          // another resource's apply) is not seen. Every apply that creates takes the tenant's turn, so
-          // the check is made again within it, on the object as stored then: the later one is the
-          // Conflict. Only for a new name: this transaction holds no row yet. An apply of a stored
-          // object locks its row before the turn, so taking the turn first then could deadlock with it.
-          await takeTenantTurn(tx, kind.plural);
-          found = await ownership(tx, kind, name, owner, actor);
+    applyIfChanged: async (kind, tenantId, name, manifest, actor, owner, fence) => {
+      // Once more when another resource recorded itself as the owner of an unrecorded object while
+      // this apply ran (rolled back, RecordTaken): the second time reads its record, the Conflict.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await applyOnce(kind, tenantId, name, manifest, actor, owner, fence);
+        } catch (err) {
+          if (!(err instanceof RecordTaken) || attempt === 2) throw err;
         }
-        const { recorded, changeWarnings, stored, conflict } = found;
-        if (conflict) return { conflict };
-        // The record's uid is the owner's here (or there is none): a generation older than the one applied is stale.
-        if (recorded?.generation !== undefined && owner.generation !== undefined && owner.generation < recorded.generation) return { stale: { recorded: recorded.generation } };
-        let outcome: ApplyOutcome;
-        const result = stored && sameManifest(stored.manifest, manifest) ? await reapplied(tx, kind, manifest, actor) : await kind.handler.apply(tx, manifest, actor, context);
-        if (!result || result.unchanged) {
-          const policy = policyWarnings(kind, manifest);
-          outcome = { changed: false, created: false, adopted: !recorded, schedule: stored?.schedule ?? null, warnings: [], policyWarnings: policy, ...(changeWarnings ? { changeWarnings } : {}) };
-        } else {
-          const policy = policyWarnings(kind, manifest);
-          const others = result.warnings.filter((w) => !policy.includes(w));
-          outcome = { changed: true, created: result.created, adopted: !recorded && !!stored, schedule: result.schedule, warnings: result.warnings, policyWarnings: policy, changeWarnings: others };
-        }
-        // Written with the change, so that they outlive a status write that fails after the commit.
-        const warnings = outcome.changed ? outcome.changeWarnings : null;
-        if (!recorded || recorded.namespace !== owner.namespace || recorded.name !== owner.name || (owner.generation !== undefined && owner.generation !== recorded.generation)) {
-          // A record of another uid (its resource gone) is replaced with its generation; one of this uid keeps the later of the two.
-          // The warnings of the object's last change stay unless this apply changed it.
-          await tx.query(
-            `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid, generation, warnings)
-             values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7)
-             on conflict (tenant_id, kind, name) do update set namespace = excluded.namespace, resource = excluded.resource, uid = excluded.uid,
-               generation = case when manifests.owners.uid = excluded.uid then greatest(manifests.owners.generation, excluded.generation) else excluded.generation end,
-               warnings = coalesce(excluded.warnings, manifests.owners.warnings),
-               updated_at = now()`,
-            [kind.kind, name, owner.namespace, owner.name, owner.uid, owner.generation ?? null, warnings],
-          );
-          await fence?.();
-        } else if (outcome.changed) {
-          await tx.query('update manifests.owners set warnings = $3, updated_at = now() where kind = $1 and name = $2', [kind.kind, name, warnings]);
-          await fence?.();
-        }
-        return outcome;
-      }),
+      }
+    },
     checkApply: (kind, tenantId, name, manifest, actor, owner) =>
       rolledBack(tenantId, async (tx) => {
         const { conflict } = await ownership(tx, kind, name, owner, actor);
