@@ -79,13 +79,18 @@ describe('parseXml bounds', () => {
   it(`refuses a document of more than ${MAX_XML_ELEMENTS.toLocaleString('en-US')} elements by default`, async () => {
     expect(MAX_XML_ELEMENTS).toBe(1_000_000);
     await expect(parseXml(`<r>${'<a/>'.repeat(MAX_XML_ELEMENTS - 1)}</r>`)).resolves.toBeDefined();
-    // The refusal stops at the limit: of 4 million elements, the parser was given the first million
+    // The refusal stops at the limit: of 4 million elements, saxes was given the first million
     // and a slice at most, not the rest. (Counted, not timed: a bound relative to the legal
-    // document's parse failed on a machine loaded by other work.)
+    // document's parse failed on a machine loaded by other work.) The comment makes it saxes's document.
     const written = countWritten();
-    await expect(parseXml(`<r>${'<a/>'.repeat(4_000_000)}</r>`)).rejects.toThrow('the document has more than 1,000,000 elements');
+    await expect(parseXml(`<r><!---->${'<a/>'.repeat(4_000_000)}</r>`)).rejects.toThrow('the document has more than 1,000,000 elements');
     expect(written()).toBeGreaterThan(4 * MAX_XML_ELEMENTS);
-    expect(written()).toBeLessThanOrEqual(3 + 4 * (MAX_XML_ELEMENTS + 1) + XML_SLICE_CHARS);
+    expect(written()).toBeLessThanOrEqual(10 + 4 * (MAX_XML_ELEMENTS + 1) + XML_SLICE_CHARS);
+    // A plain document is refused by parseXml's own reader at the same element: what breaks after it (which
+    // would have handed the document to saxes) is never reached.
+    const writtenBefore = written();
+    await expect(parseXml(`<r>${'<a/>'.repeat(4_000_000)}<<<</r>`)).rejects.toThrow('the document has more than 1,000,000 elements');
+    expect(written()).toBe(writtenBefore);
   });
 
   it('keeps the event loop turning while a large legal document is parsed', async () => {
@@ -137,3 +142,131 @@ function countWritten(): () => number {
   });
   return () => total;
 }
+
+/**
+ * parseXml reads plain documents itself and leaves the rest to saxes (parseXmlSync is saxes alone): whichever
+ * reads a document, the tree, or the error, is the same.
+ */
+describe('parseXml on plain and other documents', () => {
+  afterEach(() => {
+    jest.restoreAllMocks();
+  });
+
+  /** parseXml's outcome (its tree, or its error's class and message) and the characters it gave saxes. */
+  const outcome = async (text: string, limits?: { maxDepth?: number; maxElements?: number }) => {
+    const written = countWritten();
+    const result = await parseXml(text, limits).then(
+      (tree) => ({ tree }),
+      (err: Error) => ({ error: `${err.constructor.name}: ${err.message}` }),
+    );
+    const saxes = written();
+    jest.restoreAllMocks();
+    return { result, saxes };
+  };
+  const bySaxes = (text: string, limits?: { maxDepth?: number; maxElements?: number }) => {
+    try {
+      return { tree: parseXmlSync(text, limits) };
+    } catch (err) {
+      return { error: `${(err as Error).constructor.name}: ${(err as Error).message}` };
+    }
+  };
+
+  const plain = [
+    '<?xml version="1.0" encoding="UTF-8"?>\n<SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/"><SOAP-ENV:Body><ns:R xmlns:ns="urn:r"><ns:LastPage>true</ns:LastPage><ns:ListOfPartner><ns:Partner><ns:id>1</ns:id><ns:name>A &#38; B &lt;C&gt; &amp;&quot;&apos;&#x263A;</ns:name></ns:Partner><ns:Partner><ns:id>2</ns:id><ns:name/></ns:Partner></ns:ListOfPartner></ns:R></SOAP-ENV:Body></SOAP-ENV:Envelope>',
+    "<?xml version='1.0' standalone='yes' ?>  <r a = 'x\"y' b=\"it's\" c=\">\" >\n  text <b:c xmlns:b=\"u\" b:k=\"v\"/> tail ]] > 😀 \u0085\u2028\u007f <d></d ><e />\n</r>\n\t ",
+    '<r><x>1</x><x>2</x><y><x>3</x></y>&#10;&#13;&#9;&#x10FFFF;</r>',
+    '<a:b:c><_.-9:x/></a:b:c>',
+  ];
+  const other = [
+    '<r><!-- a comment --><a>1</a></r>',
+    '<r><![CDATA[<x>]]></r>',
+    '<?xml version="1.0"?><?pi data?><r/>',
+    '<?xml version="1.1"?><r/>',
+    '<?xml version="1.0" encoding="-x"?><r/>',
+    ' <?xml version="1.0"?><r/>',
+    '<!DOCTYPE r><r/>',
+    '<r>\r\n<a>1</a></r>',
+    '<r a="x\ty"/>',
+    '<r a="x&amp;y"/>',
+    '<r a="<"/>',
+    '<r a="1" a="2"/>',
+    '<r xmlns:a="1" xmlns:a="2"/>',
+    '<r a="1"b="2"/>',
+    '<r a/>',
+    '<r a=1/>',
+    '<r>&nbsp;</r>',
+    '<r>&#0;</r>',
+    '<r>&#X41;</r>',
+    '<r>&#xD800;</r>',
+    '<r>&</r>',
+    '<r>a ]]> b</r>',
+    '<r>\u0001</r>',
+    '<r>\ud800x</r>',
+    '<r>\udc00</r>',
+    '<r>\ufffe</r>',
+    '<é/>',
+    '<r><é>1</é></r>',
+    '<r></s>',
+    '<r><a></r>',
+    '<r/><s/>',
+    'x<r/>',
+    '<r/>x',
+    '<r/',
+    '<r',
+    '<r>',
+    '',
+    '   ',
+    '\ufeff<r/>',
+    '< r/>',
+    '<r/ >',
+    '</r>',
+    '<1/>',
+  ];
+
+  it('reads plain documents without saxes, into the tree saxes builds', async () => {
+    for (const text of plain) {
+      const { result, saxes } = await outcome(text);
+      expect({ text, saxes }).toEqual({ text, saxes: 0 });
+      expect(result).toEqual(bySaxes(text));
+    }
+  });
+
+  it('leaves every other document to saxes: the same tree, or the same error saying where', async () => {
+    for (const text of other) {
+      const { result, saxes } = await outcome(text);
+      expect({ text, saxes: saxes > 0 }).toEqual({ text, saxes: text.length > 0 });
+      expect({ text, result }).toEqual({ text, result: bySaxes(text) });
+    }
+  });
+
+  it('keeps the limits: too deep is saxes\'s error, too many elements refused at the same element', async () => {
+    const deep = `<r>${'<d>'.repeat(MAX_XML_DEPTH)}${'</d>'.repeat(MAX_XML_DEPTH)}</r>`;
+    expect((await outcome(deep)).result).toEqual(bySaxes(deep));
+    expect((await outcome(deep)).result).toMatchObject({ error: expect.stringContaining(`elements nest deeper than ${MAX_XML_DEPTH} levels`) });
+    const many = `<r>${'<a/>'.repeat(9)}<b x="1"/></r>`;
+    for (const maxElements of [9, 10, 11]) {
+      const { result, saxes } = await outcome(many, { maxElements });
+      expect(result).toEqual(bySaxes(many, { maxElements }));
+      expect(saxes).toBe(0);
+    }
+    expect((await outcome(many, { maxElements: 9 })).result).toEqual({ error: 'XmlTooManyElementsError: the document has more than 9 elements' });
+  });
+
+  it('agrees with saxes on thousands of documents one character away from a plain one', async () => {
+    const base = plain[1]!;
+    const alphabet = ['<', '>', '/', '&', ';', '"', "'", '=', ' ', '\n', '\r', '\t', '!', '?', '[', ']', '-', '#', 'x', 'a', ':', '1', 'é', '\u0000', '\ud83d'];
+    let seed = 7;
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed % n;
+    };
+    for (let k = 0; k < 3000; k++) {
+      const at = random(base.length);
+      const kind = random(3);
+      const c = alphabet[random(alphabet.length)]!;
+      const text = kind === 0 ? base.slice(0, at) + base.slice(at + 1) : kind === 1 ? base.slice(0, at) + c + base.slice(at) : base.slice(0, at) + c + base.slice(at + 1);
+      const { result } = await outcome(text);
+      expect({ text, result }).toEqual({ text, result: bySaxes(text) });
+    }
+  });
+});
