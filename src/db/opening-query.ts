@@ -62,6 +62,13 @@ const inline = (opening: Opening) => (typeof opening === 'string' ? opening : is
 /** An opening with parameters of its own (sent only through the extended protocol). */
 const withValues = (opening: Opening): opening is StatementOpening => typeof opening !== 'string' && 'values' in opening;
 const isCopy = (opening: Opening): opening is CopyOpening => typeof opening !== 'string' && 'copy' in opening;
+/** A CopyData message's header for `bytes` of data: its type `d`, then its length (itself included). */
+function copyDataHeader(bytes: number): Buffer {
+  const header = Buffer.allocUnsafe(5);
+  header[0] = 0x64;
+  header.writeInt32BE(bytes + 4, 1);
+  return header;
+}
 // node-postgres's Query is a Submittable whose protocol hooks (`prepare`, `handleReadyForQuery`) and
 // result fields (`_results`) are not in its type declarations: reached through this loose view.
 interface QueryInternals {
@@ -109,8 +116,8 @@ class OpeningQuery extends Query {
       bind(c: { portal: string; statement: string; values: unknown[]; valueMapper?: (value: unknown) => unknown }): void;
       describe(m: { type: 'P'; name: string }): void;
       execute(c: { portal: string; rows: number }): void;
-      sendCopyFromChunk(chunk: Buffer): void;
       endCopyFrom(): void;
+      _send(buffer: Buffer): boolean;
     };
     const parsed = parsedOn(connection);
     this.extendedProtocol = true;
@@ -119,7 +126,12 @@ class OpeningQuery extends Query {
         wire.parse({ text: opening.copy, name: '', types: [] });
         wire.bind({ portal: '', statement: '', values: [] });
         wire.execute({ portal: '', rows: 0 });
-        for (const piece of opening.data) wire.sendCopyFromChunk(piece);
+        // Each piece as it is, after its CopyData header: node-postgres's sendCopyFromChunk would copy it into a
+        // buffer of its own first (64 KiB a piece, a chunk's COPY text once more).
+        for (const piece of opening.data) {
+          wire._send(copyDataHeader(piece.length));
+          wire._send(piece);
+        }
         wire.endCopyFrom();
         continue;
       }

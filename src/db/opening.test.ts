@@ -305,6 +305,15 @@ describe('a COPY and the statements after it in one message (Tx.copyThen)', () =
     await t.owner.query(`delete from core.users where login like 'cp-%'`);
   });
 
+  it('sends the COPY data in the pieces given, each its own CopyData message, cut anywhere (in a line, in a character)', async () => {
+    const bytes = Buffer.from('cp-oli\ncp-pia\ncp-zoé\n');
+    const cuts = [0, 3, 10, bytes.length - 3, bytes.length - 2, bytes.length];
+    const data = cuts.slice(1).map((end, k) => bytes.subarray(cuts[k], end));
+    const answered = await t.db.withTenant(101, (tx) => tx.copyThen!<{ logins: string[] }>({ ...copy(''), data }, [fromStage], made));
+    expect(answered.rows).toEqual([{ logins: ['cp-oli', 'cp-pia', 'cp-zoé'] }]);
+    await t.owner.query(`delete from core.users where login like 'cp-%'`);
+  });
+
   it('a failure before, in or after the COPY fails the call, runs nothing after it and leaves the connection usable', async () => {
     const counted = { text: `select nextval('after_copy')` };
     const failures: Array<[ReturnType<typeof copy>, RegExp]> = [
