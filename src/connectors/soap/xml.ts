@@ -197,12 +197,12 @@ for (let c = 0; c < 128; c++) {
 }
 const isNameStart = (c: number) => c < 128 && NAME_CHARS[c] === 1;
 const isNameChar = (c: number) => c < 128 && NAME_CHARS[c] !== 0;
-/** XML's white space but the carriage return (which XML reads as a line feed: left to saxes). */
-const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x09;
+/** XML's white space. */
+const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d;
 
 /** An XML 1.0 declaration at the document's start (version 1.0; an encoding name; standalone). */
 const XML_DECLARATION =
-  /<\?xml[ \t\n]+version[ \t\n]*=[ \t\n]*(["'])1\.0\1(?:[ \t\n]+encoding[ \t\n]*=[ \t\n]*(["'])[A-Za-z][A-Za-z0-9._-]*\2)?(?:[ \t\n]+standalone[ \t\n]*=[ \t\n]*(["'])(?:yes|no)\3)?[ \t\n]*\?>/y;
+  /<\?xml[ \t\n\r]+version[ \t\n\r]*=[ \t\n\r]*(["'])1\.0\1(?:[ \t\n\r]+encoding[ \t\n\r]*=[ \t\n\r]*(["'])[A-Za-z][A-Za-z0-9._-]*\2)?(?:[ \t\n\r]+standalone[ \t\n\r]*=[ \t\n\r]*(["'])(?:yes|no)\3)?[ \t\n\r]*\?>/y;
 const PREDEFINED = new Map([
   ['lt', '<'],
   ['gt', '>'],
@@ -216,9 +216,10 @@ const isXmlChar = (c: number) => c === 0x09 || c === 0x0a || c === 0x0d || (c >=
 /**
  * The tree of a plain XML document, read by hand: an XML declaration (version 1.0), elements with ASCII names,
  * attributes whose values hold no `&`, `<`, tab or line break, and text with the predefined entities and character
- * references; well-formed (one root, tags closed in order, no attribute twice, only white space outside the root,
- * no `]]>`, only XML characters), within the same limits. Anything else (a comment, CDATA, a processing
- * instruction, a DOCTYPE, a carriage return, another entity, a non-ASCII name, any error) is NOT_PLAIN, as soon as
+ * references (a carriage return in it read as XML reads it: CR LF or a lone CR is a line feed); well-formed (one
+ * root, tags closed in order, no attribute twice, only white space outside the root, no `]]>`, only XML
+ * characters), within the same limits. Anything else (a comment, CDATA, a processing instruction, a DOCTYPE,
+ * another entity, a non-ASCII name, any error) is NOT_PLAIN, as soon as
  * it is met: saxes then reads the document from its start and builds the same tree, or says what is wrong and
  * where. Too many elements throws XmlTooManyElementsError as saxes would, at the same element: all before it is
  * plain and well-formed. Each call reads about `chars` characters (whole tags, text cut anywhere) and answers the
@@ -351,6 +352,12 @@ function plainTree(text: string, { maxDepth = MAX_XML_DEPTH, maxElements = MAX_X
         j = from = semicolon + 1;
         continue;
       } else if (c < 0x20) {
+        if (c === 0x0d) {
+          // A carriage return, alone or before a line feed, is read as a line feed (XML's end-of-line handling).
+          decoded += `${text.slice(from, j)}\n`;
+          j = from = text.charCodeAt(j + 1) === 0x0a ? j + 2 : j + 1;
+          continue;
+        }
         if (c !== 0x09 && c !== 0x0a) return false;
       } else if (c === 0x5d) {
         if (text.startsWith(']]>', j)) return false;
