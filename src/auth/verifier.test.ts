@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
+import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { Unavailable } from '../errors.js';
 import { freePort } from '../db/embedded.js';
@@ -159,6 +160,26 @@ describe('key discovery', () => {
     await expect(discovering.verify(t)).rejects.toThrow(TokenRejected);
     const explicit = new TokenVerifier({ issuer: realm, jwksUri: issuer.jwksUri });
     await expect(explicit.verify(t)).resolves.toMatchObject({ iss: realm });
+  });
+
+  it('a key set with two keys under the id a token names: the token verifies with whichever of them signed it; a forged one stays refused', async () => {
+    // An issuer rolling its key over may publish the new key under the old one's kid (or keys without a kid at all).
+    const relay = await keySetRelay(['rs-1']);
+    try {
+      const other = await generateKeyPair('RS256', { extractable: true });
+      relay.extra = [{ ...(await exportJWK(other.publicKey)), kid: 'rs-1', alg: 'RS256', use: 'sig' }];
+      const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri });
+      // Signed by the issuer's key, the second of the two: the first one fails, the second verifies.
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { subject: 'second-key' }))).resolves.toMatchObject({ sub: 'second-key' });
+      const byOther = await new SignJWT({ tenant_id: 1 }).setProtectedHeader({ alg: 'RS256', kid: 'rs-1' }).setIssuer(issuer.issuer).setSubject('first-key').setIssuedAt().setExpirationTime('5m').sign(other.privateKey);
+      await expect(verifier.verify(byOther)).resolves.toMatchObject({ sub: 'first-key' });
+      // A key the set does not hold, under the same kid: refused as a bad signature, by neither key.
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { rogue: true }))).rejects.toThrow(/ERR_JWS_SIGNATURE_VERIFICATION_FAILED/);
+      // The claims are still checked with the key that verified: an expired token is refused as expired.
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { expiresIn: -60 }))).rejects.toThrow(/ERR_JWT_EXPIRED/);
+    } finally {
+      await relay.close();
+    }
   });
 
   it('an explicit jwks-uri is used instead of discovery', async () => {
@@ -403,7 +424,8 @@ function fakeWallClock(): (ms: number) => void {
 
 /**
  * A key set server on loopback: the test issuer's keys whose ids are in `kids` (changed at will), or,
- * with `mode`, an outage (a 503, or no answer at all: jose gives up after 5 s); `hits` counts its fetches.
+ * with `mode`, an outage (a 503, or no answer at all: jose gives up after 5 s), and any `extra` keys
+ * before them; `hits` counts its fetches.
  */
 async function keySetRelay(kids: string[]) {
   const { keys } = (await (await fetch(issuer.jwksUri)).json()) as { keys: Array<{ kid: string }> };
@@ -412,11 +434,13 @@ async function keySetRelay(kids: string[]) {
     if (relay.mode === 'hang') return;
     res.statusCode = relay.mode === 'up' ? 200 : 503;
     res.setHeader('content-type', 'application/json');
-    res.end(relay.mode === 'up' ? JSON.stringify({ keys: keys.filter((k) => relay.kids.includes(k.kid)) }) : 'down');
+    res.end(relay.mode === 'up' ? JSON.stringify({ keys: [...relay.extra, ...keys.filter((k) => relay.kids.includes(k.kid))] }) : 'down');
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const relay = {
     kids,
+    /** Keys served before the issuer's (other than the issuer's own). */
+    extra: [] as JWK[],
     mode: 'up' as 'up' | 'down' | 'hang',
     hits: 0,
     jwksUri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,

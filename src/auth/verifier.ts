@@ -1,4 +1,4 @@
-import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors as joseErrors, type ExportedJWKSCache, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors as joseErrors, type ExportedJWKSCache, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
 import { Unavailable } from '../errors.js';
 import { mayPass } from '../http-status.js';
 import { logger } from '../observability/logger.js';
@@ -225,7 +225,7 @@ export class TokenVerifier {
 
   /** The signature and claims checked with `keys`; jose's refusals and outages are thrown as they come. */
   private async checked(token: string, keys: JWTVerifyGetKey): Promise<JWTPayload> {
-    const { payload, protectedHeader } = await jwtVerify(token, keys, {
+    const { payload, protectedHeader } = await verifiedWithAnyKey(token, keys, {
       issuer: this.options.issuer,
       audience: this.options.audience,
       algorithms: ['RS256', 'ES256'],
@@ -286,6 +286,30 @@ export class TokenVerifier {
     if (!document.jwks_uri) throw new TokenRejected(`OIDC discovery ${loggableUrl(discovery)} names no jwks_uri`);
     logger().info({ jwksUri: loggableUrl(document.jwks_uri) }, 'signing keys located through OIDC discovery');
     return document.jwks_uri;
+  }
+}
+
+/**
+ * jwtVerify with `keys`, and when the set holds more than one key the token may name (two under its
+ * `kid`, or keys without one and a token without one: an issuer rolling its key over may publish
+ * both), with each of them in turn: the first whose signature holds verifies it. jose leaves that to
+ * its caller (it throws JWKSMultipleMatchingKeys, iterable over the candidates), so every token of
+ * such an issuer was refused. A signature none of them verifies is refused as a bad signature; any
+ * other refusal (an expired token, a wrong issuer) as it came from the key that verified.
+ */
+async function verifiedWithAnyKey(token: string, keys: JWTVerifyGetKey, options: JWTVerifyOptions) {
+  try {
+    return await jwtVerify(token, keys, options);
+  } catch (err) {
+    if (!(err instanceof joseErrors.JWKSMultipleMatchingKeys)) throw err;
+    for await (const key of err) {
+      try {
+        return await jwtVerify(token, key, options);
+      } catch (candidate) {
+        if (!(candidate instanceof joseErrors.JWSSignatureVerificationFailed)) throw candidate;
+      }
+    }
+    throw new joseErrors.JWSSignatureVerificationFailed();
   }
 }
 
