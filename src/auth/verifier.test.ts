@@ -162,6 +162,27 @@ describe('key discovery', () => {
     await expect(explicit.verify(t)).resolves.toMatchObject({ iss: realm });
   });
 
+  it('a key set answer cut off mid-body, or a 200 whose body is no JSON (a proxy\'s page), is an outage: the keys fetched last stand in, a hub without them answers 503', async () => {
+    const relay = await keySetRelay(['rs-1']);
+    const later = fakeWallClock();
+    try {
+      for (const mode of ['cut', 'garbage'] as const) {
+        relay.mode = 'up';
+        const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri, timings: { maxAgeMs: 50, outageRetryMs: 300, staleMaxMs: 60_000 } });
+        await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }))).resolves.toMatchObject({ tenant_id: 1 });
+        relay.mode = mode;
+        later(80);
+        const hits = relay.hits;
+        await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { subject: mode }))).resolves.toMatchObject({ sub: mode });
+        expect(relay.hits).toBe(hits + 1);
+        await expect(new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri }).verify(await issuer.mint({ tenant_id: 1 }))).rejects.toThrow(Unavailable);
+      }
+    } finally {
+      jest.useRealTimers();
+      await relay.close();
+    }
+  });
+
   it('a key set with two keys under the id a token names: the token verifies with whichever of them signed it; a forged one stays refused', async () => {
     // An issuer rolling its key over may publish the new key under the old one's kid (or keys without a kid at all).
     const relay = await keySetRelay(['rs-1']);
@@ -424,7 +445,8 @@ function fakeWallClock(): (ms: number) => void {
 
 /**
  * A key set server on loopback: the test issuer's keys whose ids are in `kids` (changed at will), or,
- * with `mode`, an outage (a 503, or no answer at all: jose gives up after 5 s), and any `extra` keys
+ * with `mode`, an outage (a 503, no answer at all: jose gives up after 5 s, an answer cut off, a 200
+ * that is no JSON), and any `extra` keys
  * before them; `hits` counts its fetches.
  */
 async function keySetRelay(kids: string[]) {
@@ -432,6 +454,12 @@ async function keySetRelay(kids: string[]) {
   const server = createServer((_req, res) => {
     relay.hits++;
     if (relay.mode === 'hang') return;
+    if (relay.mode === 'cut' || relay.mode === 'garbage') {
+      res.writeHead(200, { 'content-type': relay.mode === 'cut' ? 'application/json' : 'text/html', 'content-length': '1000' });
+      // cut: half a key set, then the connection drops; garbage: a proxy's page answered 200.
+      if (relay.mode === 'cut') return res.write('{"keys":[{"kty":"RSA","n":"', () => res.destroy());
+      return res.end('<html>maintenance</html>'.padEnd(1000));
+    }
     res.statusCode = relay.mode === 'up' ? 200 : 503;
     res.setHeader('content-type', 'application/json');
     res.end(relay.mode === 'up' ? JSON.stringify({ keys: [...relay.extra, ...keys.filter((k) => relay.kids.includes(k.kid))] }) : 'down');
@@ -441,7 +469,7 @@ async function keySetRelay(kids: string[]) {
     kids,
     /** Keys served before the issuer's (other than the issuer's own). */
     extra: [] as JWK[],
-    mode: 'up' as 'up' | 'down' | 'hang',
+    mode: 'up' as 'up' | 'down' | 'hang' | 'cut' | 'garbage',
     hits: 0,
     jwksUri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
     close: async () => {

@@ -64,17 +64,29 @@ export class TokenRejected extends Error {
  * (503 while it restarts, 502 from a proxy in front of it, 429, …): an outage, not a refused token.
  */
 class ProviderOutage extends Error {
-  constructor(what: string, status: number) {
-    super(`${what} answered ${status}`);
+  constructor(what: string, status: number, how?: string) {
+    super(`${what} answered ${status}${how ? ` ${how}` : ''}`);
     this.name = 'ProviderOutage';
   }
 }
 
-/** fetch for jose's key set: an answer that may pass is an outage (jose would make any non-200 a JOSEError, so a 401). */
+/**
+ * fetch for jose's key set: an answer that may pass is an outage (jose would make any non-200 a
+ * JOSEError, so a 401). So is a 200 whose body is cut off (the connection dropped: fetch's TypeError)
+ * or is no JSON (a proxy's or a restarting provider's page): jose would refuse every token on it
+ * ("Failed to parse the JSON Web Key Set"), where the keys fetched last can stand in.
+ */
 async function keySetFetch(url: string, init: RequestInit): Promise<Response> {
   const response = await fetch(url, init);
   if (mayPass(response.status)) throw new ProviderOutage(`key set ${loggableUrl(url)}`, response.status);
-  return response;
+  if (response.status !== 200) return response;
+  const text = await response.text();
+  try {
+    JSON.parse(text);
+  } catch {
+    throw new ProviderOutage(`key set ${loggableUrl(url)}`, 200, 'with a body that is no JSON');
+  }
+  return new Response(text, { status: 200, headers: response.headers });
 }
 
 /**
