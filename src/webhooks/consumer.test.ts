@@ -453,6 +453,34 @@ describe('the consumer', () => {
     expect(rows).toEqual([]);
   });
 
+  it('an outcome written back leaves its delivery on the page it was recorded on (room kept by the journal\'s fillfactor): the update is logged against the old version, not as a whole row elsewhere', async () => {
+    const i = await integration(2, 'same-page');
+    const { rows: filled } = await t.owner.query<{ id: number }>(
+      `insert into events.outbox (tenant_id, type, payload)
+       select 2, 'org.updated', jsonb_build_object('orgId', g, 'tenantId', 2) from generate_series(1, 400) g returning id`,
+    );
+    const batch = await events(filled.map((r) => Number(r.id)));
+    await consumer().handleBatch(batch);
+    const pages = async () => {
+      const { rows } = await t.owner.query<{ id: number; page: string }>(
+        `select id, (ctid::text::point)[0]::text as page from hub.deliveries where integration_id = $1 order by id`,
+        [i.id],
+      );
+      return new Map(rows.map((r) => [Number(r.id), r.page]));
+    };
+    const before = await pages();
+    expect(before.size).toBe(400);
+    const recorded = await rowsOf(i.id);
+    const direct: Tx = { tenantId: undefined, query: (text, values) => t.db.worker.query(text, values as unknown[]) };
+    const outcome = { ok: true, httpStatus: 200, responseBody: 'ok', error: null, durationMs: 3, attemptedAt: new Date() };
+    const written = await writeBackMany(direct, recorded.map((r) => ({ id: r.id, token: r.lease_token!, outcome })));
+    expect(written.size).toBe(400);
+    const after = await pages();
+    const moved = [...before].filter(([id, page]) => after.get(id) !== page).length;
+    // Every page filled at the insert moved nearly all of its rows (the last page, partly filled, kept some).
+    expect(moved).toBeLessThanOrEqual(400 / 20);
+  });
+
   it('writing outcomes back finds its rows by key on a journal of a few thousand rows, where a join to the batch alone scanned the table', async () => {
     const i = await integration(2, 'by-key');
     const { rows: made } = await t.owner.query<{ id: number }>(
