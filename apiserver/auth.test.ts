@@ -5,6 +5,7 @@ import pg from 'pg';
 import { ROLES, type Role } from '../src/auth/principal.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
 import { startIssuer, type MintOptions, type TestIssuer } from '../test/harness/tokens.js';
+import { until } from '../test/harness/until.js';
 import { route, type RouteDecl } from './route.js';
 
 /**
@@ -197,6 +198,33 @@ describe('public paths need no token with OIDC on', () => {
   it('a public path ignores an invalid Authorization header instead of refusing it', async () => {
     const r = await call('/q/health/live', { authorization: 'Bearer garbage' });
     expect(r.status).toBe(200);
+  });
+});
+
+describe('an identity provider whose discovery document cannot be had', () => {
+  it('answers 503 to every call, asking the provider once per back-off (not once per call), and verifies tokens once it is back', async () => {
+    const down = await startIssuer();
+    down.discovery = 'down';
+    const downHub = await startTestHub({ 'svc.oidc.issuer': down.issuer, 'svc.datasource.url': hub.ownerUrl }, probes);
+    try {
+      const bearer = await down.mint({ realm_access: { roles: ['svc_user'] } }, { subject: `down-${process.pid}` });
+      const me = () => call('/api/bff/v1/me', { token: bearer, base: downHub.url });
+      const unavailable = (r: Reply) => {
+        expect(r.status).toBe(503);
+        expect(r.json()).toEqual({ error: 'identity provider unreachable' });
+      };
+      // Twenty calls at once, then twenty one after the other: one discovery request (the back-off is 2 s).
+      (await Promise.all(Array.from({ length: 20 }, me))).forEach(unavailable);
+      for (let i = 0; i < 20; i++) unavailable(await me());
+      expect(down.discoveryFetches()).toBe(1);
+      // Back up: once the back-off is over, a call finds the key set and is answered.
+      down.discovery = 'up';
+      await until('a call answered once the provider is back', async () => (await me()).status === 200, { everyMs: 100 });
+      expect(down.discoveryFetches()).toBe(2);
+    } finally {
+      await downHub.stop();
+      await down.close();
+    }
   });
 });
 

@@ -162,6 +162,51 @@ describe('key discovery', () => {
     await expect(explicit.verify(t)).resolves.toMatchObject({ iss: realm });
   });
 
+  it('while discovery fails (503, a 200 that is no JSON), the provider is asked once per back-off, concurrent calls sharing the attempt; calls in between answer the same 503 at once', async () => {
+    const down = await startIssuer();
+    const logs = captureLogs('info');
+    const later = fakeWallClock();
+    try {
+      for (const mode of ['down', 'garbage'] as const) {
+        down.discovery = mode;
+        const start = down.discoveryFetches();
+        const asked = () => down.discoveryFetches() - start;
+        const verifier = new TokenVerifier({ issuer: down.issuer, timings: { discoveryRetryMs: 200, discoveryRetryMaxMs: 500 } });
+        const token = await down.mint({ tenant_id: 1 });
+        const unavailable = async () => {
+          const err = await verifier.verify(token).catch((e: unknown) => e);
+          expect(err).toBeInstanceOf(Unavailable);
+          expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
+        };
+        // Ten calls at once: one discovery request.
+        await Promise.all(Array.from({ length: 10 }, unavailable));
+        expect(asked()).toBe(1);
+        // Ten calls after it, within the back-off: none asks the provider.
+        for (let i = 0; i < 10; i++) await unavailable();
+        expect(asked()).toBe(1);
+        // Once the back-off (200 ms) is over, one call asks again; the next wait is doubled (400 ms), then capped (500 ms).
+        for (const [wait, expected] of [[250, 2], [250, 2], [200, 3], [450, 3], [100, 4], [550, 5]] as const) {
+          later(wait);
+          await Promise.all(Array.from({ length: 3 }, unavailable));
+          expect(asked()).toBe(expected);
+        }
+        // The provider back: after the wait, discovery succeeds and tokens verify; no further discovery request.
+        down.discovery = 'up';
+        await unavailable();
+        later(550);
+        await expect(verifier.verify(token)).resolves.toMatchObject({ tenant_id: 1 });
+        await expect(verifier.verify(await down.mint({ tenant_id: 2 }))).resolves.toMatchObject({ tenant_id: 2 });
+        expect(asked()).toBe(6);
+      }
+      // One warn line per attempt, not per call.
+      expect(logs.lines().filter((l) => l.msg === 'identity provider unreachable')).toHaveLength(10);
+    } finally {
+      jest.useRealTimers();
+      logs.restore();
+      await down.close();
+    }
+  });
+
   it('a key set answer cut off mid-body, or a 200 whose body is no JSON (a proxy\'s page), is an outage: the keys fetched last stand in, a hub without them answers 503', async () => {
     const relay = await keySetRelay(['rs-1']);
     const later = fakeWallClock();

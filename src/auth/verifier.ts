@@ -28,9 +28,19 @@ export interface KeySetTimings {
   outageRetryMs: number;
   /** The last key set stands in for the provider at most this long after it was fetched. */
   staleMaxMs: number;
+  /** After the discovery document could not be had, calls answer as that attempt did for this long before it is tried again; doubled per failure in a row. */
+  discoveryRetryMs: number;
+  /** The longest wait between two tries of the discovery document. */
+  discoveryRetryMaxMs: number;
 }
 
-export const KEY_SET_TIMINGS: KeySetTimings = { maxAgeMs: 10 * 60_000, outageRetryMs: 30_000, staleMaxMs: 24 * 3_600_000 };
+export const KEY_SET_TIMINGS: KeySetTimings = {
+  maxAgeMs: 10 * 60_000,
+  outageRetryMs: 30_000,
+  staleMaxMs: 24 * 3_600_000,
+  discoveryRetryMs: 2_000,
+  discoveryRetryMaxMs: 60_000,
+};
 
 /** Seconds of clock skew allowed between the issuer and the hub, on every time claim. */
 export const CLOCK_TOLERANCE_S = 5;
@@ -114,7 +124,9 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * key id (at most every 30 s). When such a fetch finds the provider down (no connection, no answer
  * within 5 s, a status that may pass), the key set fetched last verifies tokens instead, for up to
  * `staleMaxMs` (24 hours) after it was fetched, trying the provider again every `outageRetryMs` (30 s);
- * a token naming a key that set lacks is the outage's 503.
+ * a token naming a key that set lacks is the outage's 503. The discovery document, while it cannot be
+ * had, is asked for once per `discoveryRetryMs` (2 s, doubled per failure in a row up to
+ * `discoveryRetryMaxMs`, 60 s), calls in between answering at once as the last attempt did.
  *
  * A token that verified is remembered (by its exact text, signature included), and its next uses are
  * answered with the same claims without verifying it again, while all of these hold: it has not
@@ -136,6 +148,11 @@ export class TokenVerifier {
   private readonly timings: KeySetTimings;
   /** Tokens that verified, by their text, oldest first; all verified with the key set `lastFetched` holds, or unused. */
   private readonly verified = new Map<string, Verified>();
+  /**
+   * While discovery fails: the answer of the last attempt (a 503, or the 401 of a document that will
+   * not do), until when it stands (ms since the epoch), and the wait that led to it.
+   */
+  private discoveryFailed: { answer: Error; until: number; waitMs: number } | undefined;
 
   constructor(private readonly options: VerifierOptions) {
     this.timings = { ...KEY_SET_TIMINGS, ...options.timings };
@@ -144,13 +161,8 @@ export class TokenVerifier {
   async verify(token: string): Promise<JWTPayload> {
     const remembered = this.remembered(token);
     if (remembered) return remembered;
-    let keys: JWTVerifyGetKey;
-    try {
-      keys = await this.keySet();
-    } catch (err) {
-      if (err instanceof TokenRejected) throw err;
-      throw this.unreachable(err);
-    }
+    // A failed discovery rejects with the answer for the caller (made and logged once per attempt).
+    const keys = await this.keySet();
     const stale = this.staleKeys();
     // The provider could not be reached a moment ago: the last key set answers without asking again.
     if (stale && Date.now() < this.outageUntil) return this.verifyStale(token, stale, undefined);
@@ -270,9 +282,18 @@ export class TokenVerifier {
     return new Unavailable('identity provider unreachable');
   }
 
+  /**
+   * jose's remote key set, once discovery (if any) found it. One discovery runs at a time, every call
+   * meanwhile waiting for it. When it fails, its answer (TokenRejected, or the outage's Unavailable,
+   * logged once) is every call's until `discoveryRetryMs` has passed, doubled per failure in a row up
+   * to `discoveryRetryMaxMs`, so a provider that is down is asked once per wait, not once per call.
+   */
   private keySet(): Promise<JWTVerifyGetKey> {
-    if (!this.keys) {
-      this.keys = this.resolveJwksUri().then((uri) =>
+    if (this.keys) return this.keys;
+    const failed = this.discoveryFailed;
+    if (failed && Date.now() < failed.until) return Promise.reject(failed.answer);
+    const keys = this.resolveJwksUri()
+      .then((uri) =>
         createRemoteJWKSet(new URL(uri), {
           cooldownDuration: 30_000,
           timeoutDuration: 5_000,
@@ -280,12 +301,22 @@ export class TokenVerifier {
           [customFetch]: keySetFetch,
           [jwksCache]: this.lastFetched as ExportedJWKSCache,
         }),
+      )
+      .then(
+        (found) => {
+          this.discoveryFailed = undefined;
+          return found;
+        },
+        (err: unknown) => {
+          const answer = err instanceof TokenRejected ? err : this.unreachable(err);
+          const waitMs = failed ? Math.min(failed.waitMs * 2, this.timings.discoveryRetryMaxMs) : this.timings.discoveryRetryMs;
+          this.discoveryFailed = { answer, until: Date.now() + waitMs, waitMs };
+          this.keys = undefined; // tried again once the wait is over
+          throw answer;
+        },
       );
-      this.keys.catch(() => {
-        this.keys = undefined; // try discovery again on the next request
-      });
-    }
-    return this.keys;
+    this.keys = keys;
+    return keys;
   }
 
   private async resolveJwksUri(): Promise<string> {

@@ -11,6 +11,13 @@ export interface TestIssuer {
   jwksUri: string;
   /** How many times the JWKS was fetched. */
   jwksFetches(): number;
+  /** How many times the discovery document was asked for. */
+  discoveryFetches(): number;
+  /**
+   * What the discovery document answers: `up` (the document), `down` (503), `garbage` (a 200 whose
+   * body is a proxy's HTML page, no JSON). Default `up`.
+   */
+  discovery: 'up' | 'down' | 'garbage';
   mint(claims: JWTPayload, options?: MintOptions): Promise<string>;
   /**
    * A token whose payload is JSON text written as given: `members` (`"tenant_id":3,"tenant_id":2`)
@@ -46,11 +53,17 @@ export async function startIssuer(): Promise<TestIssuer> {
   const rogueEs = await pair('ES256', 'es-1');
   const jwks = { keys: [await publicJwk(rs, 'RS256'), await publicJwk(es, 'ES256')] };
   let fetches = 0;
+  let discoveries = 0;
   let base = '';
   const server: Server = createServer((req, res) => {
     if (req.url === '/.well-known/openid-configuration') {
-      res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify({ issuer: base, jwks_uri: `${base}/jwks` }));
+      discoveries++;
+      if (testIssuer.discovery === 'down') {
+        res.statusCode = 503;
+        return res.end('down');
+      }
+      res.setHeader('Content-Type', testIssuer.discovery === 'up' ? 'application/json' : 'text/html');
+      res.end(testIssuer.discovery === 'up' ? JSON.stringify({ issuer: base, jwks_uri: `${base}/jwks` }) : '<html>maintenance</html>');
     } else if (req.url === '/jwks') {
       fetches++;
       res.setHeader('Content-Type', 'application/json');
@@ -62,10 +75,12 @@ export async function startIssuer(): Promise<TestIssuer> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
+  const testIssuer: TestIssuer = {
     issuer: base,
     jwksUri: `${base}/jwks`,
     jwksFetches: () => fetches,
+    discoveryFetches: () => discoveries,
+    discovery: 'up',
     async mint(claims, options = {}) {
       const alg = options.alg ?? 'RS256';
       const key = alg === 'RS256' ? (options.rogue ? rogueRs : rs) : options.rogue ? rogueEs : es;
@@ -96,6 +111,7 @@ export async function startIssuer(): Promise<TestIssuer> {
     },
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
+  return testIssuer;
 }
 
 async function pair(alg: 'RS256' | 'ES256', kid: string): Promise<KeyPair> {
