@@ -54,6 +54,10 @@ export interface ScaffoldOptions {
   yamlReadMs: number;
   /** Whose read it is (the tenant), for the YAML reader's turns. */
   owner: string;
+  /** The longest the document may take to arrive as a whole (`svc.connectors.http.response-timeout`): a body trickling in never goes silent for the 10 s between chunks. */
+  responseTimeoutMs: number;
+  /** Aborts the read (the client went away). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -183,10 +187,11 @@ function serverUrl(server: string, url: URL): string {
   }
 }
 
-async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, owner }: ScaffoldOptions): Promise<OpenApi | undefined> {
+async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, owner, responseTimeoutMs, signal }: ScaffoldOptions): Promise<OpenApi | undefined> {
   let text: string;
+  const deadline = AbortSignal.timeout(responseTimeoutMs);
   try {
-    const res = await request(url, { method: 'GET', headers: { accept: 'application/json, application/yaml;q=0.9, */*;q=0.5' }, headersTimeout: 10_000, bodyTimeout: 10_000, dispatcher });
+    const res = await request(url, { method: 'GET', headers: { accept: 'application/json, application/yaml;q=0.9, */*;q=0.5' }, headersTimeout: 10_000, bodyTimeout: 10_000, dispatcher, signal: signal ? AbortSignal.any([signal, deadline]) : deadline });
     if (res.statusCode < 200 || res.statusCode >= 300) {
       await res.body.dump();
       throw new ValidationError(`no readable OpenAPI document at ${url.href}: HTTP ${res.statusCode}`, 'openapiUrl');
@@ -201,6 +206,7 @@ async function fetchDocument(url: URL, { dispatcher, yamlReader, yamlReadMs, own
     text = Buffer.concat(chunks).toString('utf8');
   } catch (err) {
     if (err instanceof ValidationError) throw err;
+    if (deadline.aborted && !signal?.aborted) throw new ValidationError(`no readable OpenAPI document at ${url.href}: the document took longer than ${responseTimeoutMs} ms as a whole (svc.connectors.http.response-timeout)`, 'openapiUrl');
     throw new ValidationError(`no readable OpenAPI document at ${url.href}: ${describeNetworkError(err)}`, 'openapiUrl');
   }
   // Up to 5 MiB of JSON is parsed here (tens of milliseconds); what is built from it is bounded (MAX_DRAFT_ENDPOINTS).

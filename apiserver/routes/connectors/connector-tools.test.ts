@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { parse, stringify } from 'yaml';
 import { startDemoSource } from '../../../src/demo-source/server.js';
@@ -526,6 +528,46 @@ describe('scaffold', () => {
     const text = await object.text();
     expect({ status: object.status, text: object.status === 200 ? '' : text }).toEqual({ status: 200, text: '' });
     expect((parse(text) as { spec: { base_url: string } }).spec.base_url).toBe(docsUrl);
+  });
+
+  it('a document trickling in without end (a byte every 50 ms, never silent): the read ends when the client leaves, and at svc.connectors.http.response-timeout (a 400 naming it), never held open', async () => {
+    const trickles: Array<{ closed: boolean }> = [];
+    const slow = createServer((_req, res) => {
+      const state = { closed: false };
+      trickles.push(state);
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write('{"openapi":"3.0.3","x":"');
+      const timer = setInterval(() => res.write('x'), 50);
+      res.on('close', () => {
+        clearInterval(timer);
+        state.closed = true;
+      });
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    const slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/openapi.json`;
+    const bounded = await startTestHub({ 'svc.connectors.http.response-timeout': '1500ms' });
+    try {
+      // The client gives up: the hub stops reading the document.
+      const leaving = new AbortController();
+      const gone = fetch(`${hub.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: slowUrl, name: 'x' }), signal: leaving.signal }).catch(() => 'aborted');
+      await until('the hub reading the document', () => trickles.length === 1);
+      leaving.abort();
+      expect(await gone).toBe('aborted');
+      await until('the hub closing its read of the document', () => trickles[0]!.closed, 5000);
+      // A client that waits: a 400 naming the bound once the document took longer than it as a whole.
+      const started = Date.now();
+      const res = await fetch(`${bounded.url}/api/connectors/scaffold`, { method: 'POST', headers: H, body: JSON.stringify({ openapiUrl: slowUrl, name: 'x' }) });
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { error: string; field: string };
+      expect(body.field).toBe('openapiUrl');
+      expect(body.error).toBe(`no readable OpenAPI document at ${slowUrl}: the document took longer than 1500 ms as a whole (svc.connectors.http.response-timeout)`);
+      expect(Date.now() - started).toBeLessThan(10_000);
+      await until('the hub closing its read of the document', () => trickles[1]!.closed, 5000);
+    } finally {
+      await bounded.stop();
+      slow.closeAllConnections();
+      await new Promise((resolve) => slow.close(resolve));
+    }
   });
 
   it('refuses a URL that holds no readable OpenAPI document', async () => {

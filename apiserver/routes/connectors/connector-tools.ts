@@ -83,12 +83,15 @@ export const connectorToolRoutes: RouteDecl[] = [
     handler: async ({ services, principal, body, ctx }) => {
       const { openapiUrl, name } = body;
       ctx.type = 'application/yaml';
-      ctx.body = await scaffoldManifest(openapiUrl, name, {
+      // The client leaving ends the read of the document (whileClientWaits): any error then is its abort's.
+      ctx.body = await whileClientWaits(ctx, (signal) => scaffoldManifest(openapiUrl, name, {
         dispatcher: services.connectors.dispatcher,
         yamlReader: services.yamlReader,
         yamlReadMs: services.config.duration('svc.http.yaml-read-timeout'),
         owner: String(callerTenant(principal)),
-      });
+        responseTimeoutMs: services.config.duration('svc.connectors.http.response-timeout'),
+        signal,
+      }), () => true);
       return undefined;
     },
   }),
