@@ -171,25 +171,10 @@ describe('key discovery', () => {
         down.discovery = mode;
         const start = down.discoveryFetches();
         const asked = () => down.discoveryFetches() - start;
-        const verifier = new TokenVerifier({ issuer: down.issuer, timings: { discoveryRetryMs: 200, discoveryRetryMaxMs: 500 } });
+        const verifier = new TokenVerifier({ issuer: down.issuer, timings: { unreachableRetryMs: 200, unreachableRetryMaxMs: 500 } });
         const token = await down.mint({ tenant_id: 1 });
-        const unavailable = async () => {
-          const err = await verifier.verify(token).catch((e: unknown) => e);
-          expect(err).toBeInstanceOf(Unavailable);
-          expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
-        };
-        // Ten calls at once: one discovery request.
-        await Promise.all(Array.from({ length: 10 }, unavailable));
-        expect(asked()).toBe(1);
-        // Ten calls after it, within the back-off: none asks the provider.
-        for (let i = 0; i < 10; i++) await unavailable();
-        expect(asked()).toBe(1);
-        // Once the back-off (200 ms) is over, one call asks again; the next wait is doubled (400 ms), then capped (500 ms).
-        for (const [wait, expected] of [[250, 2], [250, 2], [200, 3], [450, 3], [100, 4], [550, 5]] as const) {
-          later(wait);
-          await Promise.all(Array.from({ length: 3 }, unavailable));
-          expect(asked()).toBe(expected);
-        }
+        const unavailable = () => expectUnavailable(verifier, token);
+        await expectBackOff(unavailable, asked, later);
         // The provider back: after the wait, discovery succeeds and tokens verify; no further discovery request.
         down.discovery = 'up';
         await unavailable();
@@ -200,6 +185,57 @@ describe('key discovery', () => {
       }
       // One warn line per attempt, not per call.
       expect(logs.lines().filter((l) => l.msg === 'identity provider unreachable')).toHaveLength(10);
+    } finally {
+      jest.useRealTimers();
+      logs.restore();
+      await down.close();
+    }
+  });
+
+  it('while the key set cannot be fetched and no set may stand in (none yet, with svc.oidc.jwks-uri or after discovery; the last older than 24 h), it is asked for once per back-off, concurrent calls sharing the attempt; calls in between answer the same 503 at once', async () => {
+    const down = await startIssuer();
+    const logs = captureLogs('info');
+    const later = fakeWallClock();
+    const timings = { unreachableRetryMs: 200, unreachableRetryMaxMs: 500 };
+    try {
+      const cases = [
+        ['svc.oidc.jwks-uri', () => new TokenVerifier({ issuer: down.issuer, jwksUri: down.jwksUri, timings })],
+        ['discovery', () => new TokenVerifier({ issuer: down.issuer, timings })],
+        ['the last set older than 24 h', () => new TokenVerifier({ issuer: down.issuer, jwksUri: down.jwksUri, timings })],
+      ] as const;
+      for (const [name, make] of cases) {
+        const verifier = make();
+        if (name === 'the last set older than 24 h') {
+          await expect(verifier.verify(await down.mint({ tenant_id: 9 }))).resolves.toMatchObject({ tenant_id: 9 });
+          later(25 * 3_600_000);
+        }
+        let token = await down.mint({ tenant_id: 1 });
+        down.jwks = 'down';
+        const start = down.jwksFetches();
+        const asked = () => down.jwksFetches() - start;
+        const unavailable = () => expectUnavailable(verifier, token);
+        await expectBackOff(unavailable, asked, later);
+        // The provider back: after the wait, the key set is fetched once and tokens verify.
+        down.jwks = 'up';
+        await unavailable();
+        later(550);
+        await Promise.all(Array.from({ length: 5 }, async () => expect(await verifier.verify(token)).toMatchObject({ tenant_id: 1 })));
+        await expect(verifier.verify(await down.mint({ tenant_id: 2 }))).resolves.toMatchObject({ tenant_id: 2 });
+        expect(asked()).toBe(6);
+        // A new outage starts a new run of waits: 200 ms again, not 500. (The set fetched just now stands in
+        // for known keys; a token after 24 h has none to stand in.)
+        later(25 * 3_600_000);
+        token = await down.mint({ tenant_id: 1 });
+        down.jwks = 'down';
+        await unavailable();
+        expect(asked()).toBe(7);
+        later(250);
+        await unavailable();
+        expect(asked()).toBe(8);
+        down.jwks = 'up';
+      }
+      // One warn line per attempt, not per call.
+      expect(logs.lines().filter((l) => l.msg === 'identity provider unreachable')).toHaveLength(3 * 7);
     } finally {
       jest.useRealTimers();
       logs.restore();
@@ -486,6 +522,32 @@ describe('verified tokens remembered', () => {
 function fakeWallClock(): (ms: number) => void {
   jest.useFakeTimers({ now: Date.now(), doNotFake: ['hrtime', 'nextTick', 'performance', 'queueMicrotask', 'setImmediate', 'clearImmediate', 'setInterval', 'clearInterval', 'setTimeout', 'clearTimeout'] });
   return (ms) => jest.setSystemTime(Date.now() + ms);
+}
+
+/** `verifier` answers `token` with the 503 of an unreachable provider. */
+async function expectUnavailable(verifier: TokenVerifier, token: string): Promise<void> {
+  const err = await verifier.verify(token).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(Unavailable);
+  expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
+}
+
+/**
+ * `unavailable` (a call answered 503) while the provider cannot be had, with a back-off of 200 ms
+ * doubled to at most 500 ms: ten calls at once make one request to the provider (`asked` counts them),
+ * ten after it none, and from then on one per wait, however many calls there are at once or in a row.
+ */
+async function expectBackOff(unavailable: () => Promise<void>, asked: () => number, later: (ms: number) => void): Promise<void> {
+  await Promise.all(Array.from({ length: 10 }, unavailable));
+  expect(asked()).toBe(1);
+  for (let i = 0; i < 10; i++) await unavailable();
+  expect(asked()).toBe(1);
+  // Once the back-off (200 ms) is over, one call asks again; the next wait is doubled (400 ms), then capped (500 ms).
+  for (const [wait, expected] of [[250, 2], [250, 2], [200, 3], [450, 3], [100, 4], [550, 5]] as const) {
+    later(wait);
+    await Promise.all(Array.from({ length: 3 }, unavailable));
+    for (let i = 0; i < 3; i++) await unavailable();
+    expect(asked()).toBe(expected);
+  }
 }
 
 /**

@@ -28,19 +28,35 @@ export interface KeySetTimings {
   outageRetryMs: number;
   /** The last key set stands in for the provider at most this long after it was fetched. */
   staleMaxMs: number;
-  /** After the discovery document could not be had, calls answer as that attempt did for this long before it is tried again; doubled per failure in a row. */
-  discoveryRetryMs: number;
-  /** The longest wait between two tries of the discovery document. */
-  discoveryRetryMaxMs: number;
+  /**
+   * After the discovery document could not be had, or the key set could not be fetched with no set fetched
+   * before to stand in, calls answer as that attempt did for this long before it is tried again; doubled per
+   * failure in a row.
+   */
+  unreachableRetryMs: number;
+  /** The longest wait between two tries of the discovery document, or of a key set with none to stand in. */
+  unreachableRetryMaxMs: number;
 }
 
 export const KEY_SET_TIMINGS: KeySetTimings = {
   maxAgeMs: 10 * 60_000,
   outageRetryMs: 30_000,
   staleMaxMs: 24 * 3_600_000,
-  discoveryRetryMs: 2_000,
-  discoveryRetryMaxMs: 60_000,
+  unreachableRetryMs: 2_000,
+  unreachableRetryMaxMs: 60_000,
 };
+
+/** The answer of the last of a run of failed attempts, until when it stands (ms since the epoch), and the wait that led to it. */
+interface Failing {
+  answer: Error;
+  until: number;
+  waitMs: number;
+}
+
+/** The answer of a failed attempt whose wait is not over yet, for a call to give at once; undefined once another attempt may be made. */
+function stillFailing(failed: Failing | undefined): Error | undefined {
+  return failed && Date.now() < failed.until ? failed.answer : undefined;
+}
 
 /** Seconds of clock skew allowed between the issuer and the hub, on every time claim. */
 export const CLOCK_TOLERANCE_S = 5;
@@ -125,8 +141,10 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * within 5 s, a status that may pass), the key set fetched last verifies tokens instead, for up to
  * `staleMaxMs` (24 hours) after it was fetched, trying the provider again every `outageRetryMs` (30 s);
  * a token naming a key that set lacks is the outage's 503. The discovery document, while it cannot be
- * had, is asked for once per `discoveryRetryMs` (2 s, doubled per failure in a row up to
- * `discoveryRetryMaxMs`, 60 s), calls in between answering at once as the last attempt did.
+ * had, and the key set, while it cannot be fetched and no set fetched before may stand in (none yet,
+ * or the last older than `staleMaxMs`), are asked for once per `unreachableRetryMs` (2 s, doubled per
+ * failure in a row up to `unreachableRetryMaxMs`, 60 s), calls in between answering at once as the
+ * last attempt did.
  *
  * A token that verified is remembered (by its exact text, signature included), and its next uses are
  * answered with the same claims without verifying it again, while all of these hold: it has not
@@ -152,7 +170,12 @@ export class TokenVerifier {
    * While discovery fails: the answer of the last attempt (a 503, or the 401 of a document that will
    * not do), until when it stands (ms since the epoch), and the wait that led to it.
    */
-  private discoveryFailed: { answer: Error; until: number; waitMs: number } | undefined;
+  private discoveryFailed: Failing | undefined;
+  /**
+   * While the key set cannot be fetched and none fetched before may stand in: the 503 of the last
+   * attempt, until when it stands, and the wait that led to it. Cleared by the next fetch that succeeds.
+   */
+  private keySetFailed: Failing | undefined;
 
   constructor(private readonly options: VerifierOptions) {
     this.timings = { ...KEY_SET_TIMINGS, ...options.timings };
@@ -166,6 +189,10 @@ export class TokenVerifier {
     const stale = this.staleKeys();
     // The provider could not be reached a moment ago: the last key set answers without asking again.
     if (stale && Date.now() < this.outageUntil) return this.verifyStale(token, stale, undefined);
+    // The key set could not be fetched a moment ago, with none to stand in: its 503, without asking again
+    // (jose would: it fetches on every call while it holds no fresh set).
+    const keySetAnswer = stillFailing(this.keySetFailed);
+    if (keySetAnswer) throw keySetAnswer;
     // The key set fetched last, before jose fetches one (if it does, what it verifies is not remembered:
     // it may have taken the key from either set).
     const fetched = this.lastFetched.jwks;
@@ -173,7 +200,7 @@ export class TokenVerifier {
       return this.remember(token, await this.checked(token, keys), fetched);
     } catch (err) {
       if (!isOutage(err)) throw refusal(err);
-      if (!stale) throw this.unreachable(err);
+      if (!stale) throw this.keySetUnreachable(err);
       // The key set was due again (or the token names a key it lacks) and the provider is down: the
       // keys fetched before still verify what they signed, so calls go on rather than all answer 503.
       logger().warn(
@@ -275,6 +302,24 @@ export class TokenVerifier {
     return payload;
   }
 
+  /**
+   * The key set could not be fetched, with none to stand in: the 503, which calls get at once until the
+   * back-off is over. Calls that shared the failed fetch get the one answer (logged once, one wait).
+   */
+  private keySetUnreachable(err: unknown): Error {
+    const failed = this.keySetFailed;
+    const answer = stillFailing(failed);
+    if (answer) return answer;
+    this.keySetFailed = this.failedAgain(failed, this.unreachable(err));
+    return this.keySetFailed.answer;
+  }
+
+  /** A failed attempt after `previous` (the run it continues): its answer stands for the next wait, doubled per failure in a row. */
+  private failedAgain(previous: Failing | undefined, answer: Error): Failing {
+    const waitMs = previous ? Math.min(previous.waitMs * 2, this.timings.unreachableRetryMaxMs) : this.timings.unreachableRetryMs;
+    return { answer, until: Date.now() + waitMs, waitMs };
+  }
+
   /** The identity provider cannot be reached: a 503, not the caller's fault. */
   private unreachable(err: unknown): Unavailable {
     // the message may quote a URL (fetch refuses one with userinfo, quoting it whole): its credentials stay out of the log
@@ -285,20 +330,25 @@ export class TokenVerifier {
   /**
    * jose's remote key set, once discovery (if any) found it. One discovery runs at a time, every call
    * meanwhile waiting for it. When it fails, its answer (TokenRejected, or the outage's Unavailable,
-   * logged once) is every call's until `discoveryRetryMs` has passed, doubled per failure in a row up
-   * to `discoveryRetryMaxMs`, so a provider that is down is asked once per wait, not once per call.
+   * logged once) is every call's until `unreachableRetryMs` has passed, doubled per failure in a row up
+   * to `unreachableRetryMaxMs`, so a provider that is down is asked once per wait, not once per call.
    */
   private keySet(): Promise<JWTVerifyGetKey> {
     if (this.keys) return this.keys;
     const failed = this.discoveryFailed;
-    if (failed && Date.now() < failed.until) return Promise.reject(failed.answer);
+    const answer = stillFailing(failed);
+    if (answer) return Promise.reject(answer);
     const keys = this.resolveJwksUri()
       .then((uri) =>
         createRemoteJWKSet(new URL(uri), {
           cooldownDuration: 30_000,
           timeoutDuration: 5_000,
           cacheMaxAge: this.timings.maxAgeMs,
-          [customFetch]: keySetFetch,
+          [customFetch]: async (url: string, init: RequestInit) => {
+            const response = await keySetFetch(url, init);
+            this.keySetFailed = undefined; // the provider answered: a later failure starts a new run of waits
+            return response;
+          },
           [jwksCache]: this.lastFetched as ExportedJWKSCache,
         }),
       )
@@ -309,8 +359,7 @@ export class TokenVerifier {
         },
         (err: unknown) => {
           const answer = err instanceof TokenRejected ? err : this.unreachable(err);
-          const waitMs = failed ? Math.min(failed.waitMs * 2, this.timings.discoveryRetryMaxMs) : this.timings.discoveryRetryMs;
-          this.discoveryFailed = { answer, until: Date.now() + waitMs, waitMs };
+          this.discoveryFailed = this.failedAgain(failed, answer);
           this.keys = undefined; // tried again once the wait is over
           throw answer;
         },

@@ -18,6 +18,8 @@ export interface TestIssuer {
    * body is a proxy's HTML page, no JSON). Default `up`.
    */
   discovery: 'up' | 'down' | 'garbage';
+  /** What the JWKS answers: `up` (the keys), `down` (503). Default `up`. */
+  jwks: 'up' | 'down';
   mint(claims: JWTPayload, options?: MintOptions): Promise<string>;
   /**
    * A token whose payload is JSON text written as given: `members` (`"tenant_id":3,"tenant_id":2`)
@@ -66,6 +68,10 @@ export async function startIssuer(): Promise<TestIssuer> {
       res.end(testIssuer.discovery === 'up' ? JSON.stringify({ issuer: base, jwks_uri: `${base}/jwks` }) : '<html>maintenance</html>');
     } else if (req.url === '/jwks') {
       fetches++;
+      if (testIssuer.jwks === 'down') {
+        res.statusCode = 503;
+        return res.end('down');
+      }
       res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify(jwks));
     } else {
@@ -81,6 +87,7 @@ export async function startIssuer(): Promise<TestIssuer> {
     jwksFetches: () => fetches,
     discoveryFetches: () => discoveries,
     discovery: 'up',
+    jwks: 'up',
     async mint(claims, options = {}) {
       const alg = options.alg ?? 'RS256';
       const key = alg === 'RS256' ? (options.rogue ? rogueRs : rs) : options.rogue ? rogueEs : es;
