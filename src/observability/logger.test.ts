@@ -3,9 +3,10 @@ import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
+import pino from 'pino';
 import { until } from '../../test/harness/until.js';
-import { createLogger } from './logger.js';
+import { createLogger, isoTime, primitivesUnredacted, REDACT_PATHS } from './logger.js';
 
 /** The dev profile's readable lines (pino-pretty), written into memory. */
 function prettyLogger() {
@@ -86,6 +87,51 @@ describe('a child logger\'s bindings', () => {
     await until('the line', () => raw.includes('grandchild'));
     expect(raw).not.toContain('Grand-pa55');
     expect(JSON.parse(raw)).toMatchObject({ target: 'https://***@x.example/', source: 'https://***@db.internal.example/hub?token=***' });
+  });
+});
+
+describe('writing a line', () => {
+  /** Lines written synchronously into a list by a pino logger redacting the hub's paths, with `primitivesUnredacted` or without. */
+  function linesOf(shortcut: boolean, write: (log: pino.Logger) => void): string[] {
+    const lines: string[] = [];
+    const log = pino({ base: undefined, timestamp: false, redact: { paths: REDACT_PATHS, censor: '[REDACTED]' } }, { write: (line: string) => lines.push(line) });
+    if (shortcut) primitivesUnredacted(log);
+    write(log);
+    return lines;
+  }
+
+  it('writes every value and message as the redaction of the paths starting with `*` wrote it', () => {
+    const values: unknown[] = [
+      'GET', '/api/bff/v1/me', '', 'quote " backslash \\ slash /', 'line\nbreak\u0000\u001b[31m\u007f\u2028', 'é ✓ 😀', '\ud800 lone \udfff',
+      'x'.repeat(100), `long "${'y'.repeat(60)}" \ud83d`, 0, -0, 1.3, 1e21, -1e-7, Number.MAX_SAFE_INTEGER, Number.NaN, Number.POSITIVE_INFINITY,
+      true, false, null, 10n, { password: 'hunter2-hunter2', user: 'ann' }, { token: 't', nested: { secret: 's' } }, ['a', { value: 'v' }],
+      { value: 'v', masterKey: 'k' }, new Date(0), { toJSON: () => ({ secret: 'kept-by-toJSON' }) }, Object.create({ password: 'inherited' }),
+    ];
+    const write = (log: pino.Logger) => {
+      for (const value of values) {
+        log.info({ field: value, other: value }, 'message');
+        log.info({ password: value, token: value, req: { headers: { authorization: value, other: value } }, headers: { authorization: value } });
+        if (typeof value === 'string') log.info(value);
+        log.child({ bound: value }).info({ status: 200, ms: 1.3 }, 'request');
+      }
+      log.info({ method: 'GET', path: '/api/bff/v1/me', status: 200, ms: 1.3 }, 'request %s %j', 'arg', { password: 'p-in-arg' });
+    };
+    const before = linesOf(false, write);
+    expect(before.length).toBeGreaterThan(values.length * 3);
+    expect(linesOf(true, write)).toEqual(before);
+  });
+
+  it('writes the time as pino\'s isoTime writes it', () => {
+    const times = [0, 5, 50, 999, 1_000, 1_001, 1_765_000_000_123, 1_765_000_000_123, 1_765_000_000_999, 1_765_000_001_000, 1_765_000_000_007, -1, -1_001, 253_402_300_799_999, 253_402_300_800_000];
+    const now = jest.spyOn(Date, 'now');
+    try {
+      for (const time of times) {
+        now.mockReturnValue(time);
+        expect([time, isoTime()]).toEqual([time, pino.stdTimeFunctions.isoTime()]);
+      }
+    } finally {
+      now.mockRestore();
+    }
   });
 });
 

@@ -211,6 +211,25 @@ function messageFromError(args: unknown[]): Error | undefined {
   return err instanceof Error && msg === undefined ? err : undefined;
 }
 
+/** The second `isoTimePrefix` was made for (milliseconds since the epoch, divided by 1,000, rounded down) and the line's time up to its milliseconds. */
+let isoTimeSecond = Number.NaN;
+let isoTimePrefix = '';
+
+/**
+ * The line's `time`, written as pino's `isoTime` writes it (`,"time":"2026-01-02T03:04:05.678Z"`):
+ * the date and time up to the second made once a second, not a `Date` and its whole ISO text per line.
+ */
+export function isoTime(): string {
+  const now = Date.now();
+  const second = Math.floor(now / 1000);
+  if (second !== isoTimeSecond) {
+    isoTimeSecond = second;
+    isoTimePrefix = `,"time":"${new Date(second * 1000).toISOString().slice(0, -4)}`;
+  }
+  const ms = now - second * 1000;
+  return `${isoTimePrefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z"`;
+}
+
 export function createLogger(options: LoggerOptions): Logger {
   // Standard output is written synchronously, each line as it is logged (docs/operations.md "Logs").
   // Written asynchronously (a write handed to libuv's thread pool), a line could still be on its way
@@ -224,7 +243,7 @@ export function createLogger(options: LoggerOptions): Logger {
     {
       level: options.level,
       base: undefined,
-      timestamp: pino.stdTimeFunctions.isoTime,
+      timestamp: isoTime,
       redact: { paths: REDACT_PATHS, censor: '[REDACTED]' },
       // A PostgreSQL error is logged without the values its texts quote (src/observability/database-errors.ts).
       serializers: { err: (err: unknown) => serializeError(err) },
@@ -250,6 +269,7 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     destination,
   );
+  primitivesUnredacted(log);
   // pino gives a child's bindings to no formatter (`formatters.bindings` sees the root's `base`
   // only): they are masked on their way in. Every child inherits this `child` from the root.
   const child = log.child;
@@ -258,6 +278,33 @@ export function createLogger(options: LoggerOptions): Logger {
   } as Logger['child'];
   return log;
 }
+
+/**
+ * `log` (a pino logger with `redact` paths) writing a value that is no object (a string, a number,
+ * a boolean, null) as JSON at once, as its redaction would write it. pino writes every top-level
+ * value of a line, and its message, through the redactor of the paths that start with `*`
+ * (`*.password`, …, REDACT_PATHS) when no path starts with its key: for such a value that walk
+ * (the paths taken apart, each looked up in it, then `JSON.stringify`) finds nothing to redact and
+ * was the largest part of writing a line (an access line's seven fields and message). An object
+ * still goes through it. The stringifiers are shared by every child that sets no `redact` of its own.
+ */
+export function primitivesUnredacted(log: Logger): void {
+  const stringifiers = (log as unknown as Record<symbol, Record<symbol, Stringifier | undefined>>)[pino.symbols.stringifiersSym];
+  const wildcard = stringifiers?.[pino.symbols.wildcardFirstSym];
+  if (!stringifiers || !wildcard) return;
+  stringifiers[pino.symbols.wildcardFirstSym] = (value, safe) => {
+    switch (typeof value) {
+      case 'string':
+      case 'number':
+      case 'boolean':
+        return JSON.stringify(value);
+      default:
+        return value === null ? 'null' : wildcard(value, safe);
+    }
+  };
+}
+
+type Stringifier = (value: unknown, stringifySafe?: unknown) => string | undefined;
 
 /** The process logger until configuration is read: SVC_LOG_LEVEL when it names a level (the configuration refuses any other value, naming svc.log.level). */
 const EARLY_LEVEL = process.env.SVC_LOG_LEVEL?.trim();
