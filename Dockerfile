@@ -60,5 +60,5 @@ USER 1000:1000
 EXPOSE 8080
 # glibc's allocator keeps its mmap threshold fixed (docs/operations.md "The hub's process").
 ENV MALLOC_MMAP_THRESHOLD_=131072
-ENTRYPOINT ["node", "--max-semi-space-size=64", "bin/svc-hub.js"]
+ENTRYPOINT ["node", "--max-semi-space-size=64", "--no-allocation-site-pretenuring", "bin/svc-hub.js"]
 CMD ["all"]

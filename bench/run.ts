@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { HUB_HEAP_FLAG, HUB_MALLOC_ENV } from './support/hub-flags.js';
+import { HUB_MALLOC_ENV, HUB_NODE_FLAGS } from './support/hub-flags.js';
 
 const BENCHES = ['ingest', 'deliver', 'api', 'search', 'export', 'workflows'] as const;
 
@@ -23,7 +23,7 @@ for (const name of asked.length ? asked : BENCHES) {
   const file = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
   process.stdout.write(`\n=== bench ${name} ===\n`);
   const code = await new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, [HUB_HEAP_FLAG, '--import', 'tsx', file], { stdio: 'inherit', env: { ...process.env, ...HUB_MALLOC_ENV } });
+    const child = spawn(process.execPath, [...HUB_NODE_FLAGS, '--import', 'tsx', file], { stdio: 'inherit', env: { ...process.env, ...HUB_MALLOC_ENV } });
     child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0)));
   });
   if (code !== 0) {

@@ -1099,7 +1099,7 @@ describe('the Dockerfile', () => {
   it('runs node bin/svc-hub.js as a numeric non-root user, role all by default', () => {
     const user = runtime.match(/^USER (\S+)$/m)?.[1];
     expect(user).toMatch(/^[1-9]\d*:[1-9]\d*$/);
-    expect(runtime.match(/^ENTRYPOINT (.*)$/m)?.[1]).toBe('["node", "--max-semi-space-size=64", "bin/svc-hub.js"]');
+    expect(runtime.match(/^ENTRYPOINT (.*)$/m)?.[1]).toBe('["node", "--max-semi-space-size=64", "--no-allocation-site-pretenuring", "bin/svc-hub.js"]');
     expect(runtime.match(/^CMD (.*)$/m)?.[1]).toBe('["all"]');
     // The chart's pod securityContext runs as that same user.
     const values = parse(readFileSync(join(CHART, 'values.yaml'), 'utf8'))[0] as unknown as { podSecurityContext: { runAsUser: number; runAsGroup: number } };
