@@ -12,7 +12,7 @@ import { packageRoot } from '../src/package-root.js';
  */
 
 const ROOT = packageRoot();
-const FLAG = '--max-semi-space-size=64 --no-allocation-site-pretenuring';
+const FLAGS = '--max-semi-space-size=64 --no-allocation-site-pretenuring';
 const MALLOC = 'MALLOC_MMAP_THRESHOLD_=131072';
 const dirs: string[] = [];
 
@@ -23,24 +23,24 @@ afterAll(() => {
 describe('the hub process\'s young generation and allocator', () => {
   it('every way of starting the hub names the same flag and allocator setting: the executable\'s first line, npm start, the image, the benches', () => {
     const firstLine = readFileSync(join(ROOT, 'bin', 'svc-hub.js'), 'utf8').split('\n')[0];
-    expect(firstLine).toBe(`#!/usr/bin/env -S ${MALLOC} node ${FLAG}`);
+    expect(firstLine).toBe(`#!/usr/bin/env -S ${MALLOC} node ${FLAGS}`);
     const scripts = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts;
     // `exec`: node takes the shell's place, so the signals npm passes on reach it (cmd/npm-start.test.ts).
-    expect(scripts.start).toBe(`${MALLOC} exec node ${FLAG} bin/svc-hub.js all`);
+    expect(scripts.start).toBe(`${MALLOC} exec node ${FLAGS} bin/svc-hub.js all`);
     // Each bench runs a hub in its own process.
     const benches = Object.entries(scripts).filter(([name]) => name.startsWith('bench:') && name !== 'bench:report');
     expect(benches.length).toBeGreaterThanOrEqual(6);
-    for (const [, command] of benches) expect(command).toMatch(new RegExp(`^${MALLOC} tsx ${FLAG} bench/\\w+\\.ts$`));
+    for (const [, command] of benches) expect(command).toMatch(new RegExp(`^${MALLOC} tsx ${FLAGS} bench/\\w+\\.ts$`));
     // `npm run bench` starts every bench, and the export bench each size's process, with the flags of bench/support/hub-flags.ts.
     const flags = readFileSync(join(ROOT, 'bench', 'support', 'hub-flags.ts'), 'utf8');
-    expect(flags).toContain(`export const HUB_NODE_FLAGS = [${FLAG.split(' ').map((flag) => `'${flag}'`).join(', ')}];`);
+    expect(flags).toContain(`export const HUB_NODE_FLAGS = [${FLAGS.split(' ').map((flag) => `'${flag}'`).join(', ')}];`);
     const [name, value] = MALLOC.split('=');
     expect(flags).toContain(`export const HUB_MALLOC_ENV = { ${name}: '${value}' };`);
     for (const bench of ['run.ts', 'export.ts']) {
       expect(readFileSync(join(ROOT, 'bench', bench), 'utf8')).toContain(`import { HUB_MALLOC_ENV, HUB_NODE_FLAGS } from './support/hub-flags.js';`);
     }
     const dockerfile = readFileSync(join(ROOT, 'Dockerfile'), 'utf8');
-    expect(dockerfile.match(/^ENTRYPOINT (.*)$/m)?.[1]).toBe(`["node", ${FLAG.split(' ').map((flag) => `"${flag}"`).join(', ')}, "bin/svc-hub.js"]`);
+    expect(dockerfile.match(/^ENTRYPOINT (.*)$/m)?.[1]).toBe(`["node", ${FLAGS.split(' ').map((flag) => `"${flag}"`).join(', ')}, "bin/svc-hub.js"]`);
     // In the runtime stage (after its FROM), where the ENTRYPOINT is.
     const runtime = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '));
     expect(runtime).toMatch(new RegExp(`^ENV ${MALLOC}$`, 'm'));
@@ -59,7 +59,7 @@ describe('the hub process\'s young generation and allocator', () => {
       env: { PATH: `${dirname(process.execPath)}:${process.env.PATH ?? ''}` },
     });
     expect(result.stderr).toBe('');
-    expect(JSON.parse(result.stdout)).toEqual([FLAG.split(' '), MALLOC.split('=')[1]]);
+    expect(JSON.parse(result.stdout)).toEqual([FLAGS.split(' '), MALLOC.split('=')[1]]);
     expect(result.status).toBe(0);
   });
 });
