@@ -243,6 +243,85 @@ describe('key discovery', () => {
     }
   });
 
+  it('while the key set URL refuses (404, 403, a 200 whose JSON is no key set) and every call would fetch it (no set fetched yet, with svc.oidc.jwks-uri or after discovery; the set fetched last due again), it is asked for once per back-off, calls in between answering the same 401 at once', async () => {
+    const down = await startIssuer();
+    const later = fakeWallClock();
+    const timings = { unreachableRetryMs: 200, unreachableRetryMaxMs: 500, maxAgeMs: 5_000 };
+    try {
+      for (const [mode, answer] of [
+        ['missing', 'answered 404'],
+        ['forbidden', 'answered 403'],
+        ['not-a-key-set', 'answered 200 with JSON that is no key set'],
+      ] as const) {
+        const cases = [
+          ['svc.oidc.jwks-uri', () => new TokenVerifier({ issuer: down.issuer, jwksUri: down.jwksUri, timings })],
+          ['discovery', () => new TokenVerifier({ issuer: down.issuer, timings })],
+          ['the set fetched last due again', () => new TokenVerifier({ issuer: down.issuer, jwksUri: down.jwksUri, timings })],
+        ] as const;
+        for (const [name, make] of cases) {
+          const verifier = make();
+          if (name === 'the set fetched last due again') {
+            await expect(verifier.verify(await down.mint({ tenant_id: 9 }))).resolves.toMatchObject({ tenant_id: 9 });
+            later(5_000);
+          }
+          const token = await down.mint({ tenant_id: 1 });
+          down.jwks = mode;
+          const start = down.jwksFetches();
+          const asked = () => down.jwksFetches() - start;
+          const refused = () => expectRefused(verifier, token, new RegExp(`^key set ${down.jwksUri} ${answer}$`));
+          await expectBackOff(refused, asked, later);
+          // The URL answers again: after the wait, the key set is fetched once and tokens verify.
+          down.jwks = 'up';
+          await refused();
+          later(550);
+          await Promise.all(Array.from({ length: 5 }, async () => expect(await verifier.verify(token)).toMatchObject({ tenant_id: 1 })));
+          await expect(verifier.verify(await down.mint({ tenant_id: 2 }))).resolves.toMatchObject({ tenant_id: 2 });
+          expect(asked()).toBe(6);
+          // Refused again once the set is due: a new run of waits, 200 ms again, not 500.
+          later(5_000);
+          down.jwks = mode;
+          await refused();
+          expect(asked()).toBe(7);
+          later(250);
+          await refused();
+          expect(asked()).toBe(8);
+          down.jwks = 'up';
+          later(550);
+        }
+      }
+    } finally {
+      jest.useRealTimers();
+      await down.close();
+    }
+  });
+
+  it('a key set URL that refuses while the set fetched last is fresh: the keys it holds still verify, a token naming a key it lacks is refused; once the URL answers again a rotated key is picked up as before (jose\'s 30 s)', async () => {
+    const relay = await keySetRelay(['rs-1']);
+    const later = fakeWallClock();
+    try {
+      // A back-off longer than jose's cooldown: a refusal must not hold the next fetch back past it.
+      const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri, timings: { unreachableRetryMs: 60_000, unreachableRetryMaxMs: 60_000 } });
+      const rs = () => issuer.mint({ tenant_id: 1 }, { alg: 'RS256' });
+      const es = () => issuer.mint({ tenant_id: 1 }, { alg: 'ES256' });
+      await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      relay.mode = 'missing';
+      later(31_000);
+      await expect(verifier.verify(await es())).rejects.toThrow(TokenRejected);
+      expect(relay.hits).toBe(2);
+      await expect(verifier.verify(await rs())).resolves.toMatchObject({ tenant_id: 1 });
+      expect(relay.hits).toBe(2);
+      // The provider rotates its keys and the URL answers again: the new key verifies at the next fetch jose allows.
+      relay.mode = 'up';
+      relay.kids = ['es-1'];
+      later(31_000);
+      await expect(verifier.verify(await es())).resolves.toMatchObject({ tenant_id: 1 });
+      expect(relay.hits).toBe(3);
+    } finally {
+      jest.useRealTimers();
+      await relay.close();
+    }
+  });
+
   it('a key set answer cut off mid-body, or a 200 whose body is no JSON (a proxy\'s page), is an outage: the keys fetched last stand in, a hub without them answers 503', async () => {
     const relay = await keySetRelay(['rs-1']);
     const later = fakeWallClock();
@@ -531,6 +610,13 @@ async function expectUnavailable(verifier: TokenVerifier, token: string): Promis
   expect((err as Unavailable).render()).toEqual({ status: 503, body: { json: { error: 'identity provider unreachable' } } });
 }
 
+/** `verifier` refuses `token` (a 401) for `reason`. */
+async function expectRefused(verifier: TokenVerifier, token: string, reason: RegExp): Promise<void> {
+  const err = await verifier.verify(token).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(TokenRejected);
+  expect((err as Error).message).toMatch(reason);
+}
+
 /**
  * `unavailable` (a call answered 503) while the provider cannot be had, with a back-off of 200 ms
  * doubled to at most 500 ms: ten calls at once make one request to the provider (`asked` counts them),
@@ -553,7 +639,7 @@ async function expectBackOff(unavailable: () => Promise<void>, asked: () => numb
 /**
  * A key set server on loopback: the test issuer's keys whose ids are in `kids` (changed at will), or,
  * with `mode`, an outage (a 503, no answer at all: jose gives up after 5 s, an answer cut off, a 200
- * that is no JSON), and any `extra` keys
+ * that is no JSON) or a refusal (`missing`: a 404), and any `extra` keys
  * before them; `hits` counts its fetches.
  */
 async function keySetRelay(kids: string[]) {
@@ -567,7 +653,7 @@ async function keySetRelay(kids: string[]) {
       if (relay.mode === 'cut') return res.write('{"keys":[{"kty":"RSA","n":"', () => res.destroy());
       return res.end('<html>maintenance</html>'.padEnd(1000));
     }
-    res.statusCode = relay.mode === 'up' ? 200 : 503;
+    res.statusCode = relay.mode === 'up' ? 200 : relay.mode === 'missing' ? 404 : 503;
     res.setHeader('content-type', 'application/json');
     res.end(relay.mode === 'up' ? JSON.stringify({ keys: [...relay.extra, ...keys.filter((k) => relay.kids.includes(k.kid))] }) : 'down');
   });
@@ -576,7 +662,7 @@ async function keySetRelay(kids: string[]) {
     kids,
     /** Keys served before the issuer's (other than the issuer's own). */
     extra: [] as JWK[],
-    mode: 'up' as 'up' | 'down' | 'hang' | 'cut' | 'garbage',
+    mode: 'up' as 'up' | 'down' | 'missing' | 'hang' | 'cut' | 'garbage',
     hits: 0,
     jwksUri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
     close: async () => {

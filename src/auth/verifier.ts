@@ -97,20 +97,34 @@ class ProviderOutage extends Error {
 }
 
 /**
+ * The key set's URL refused it: an answer that will not pass (404, 403, a redirect, which jose does
+ * not follow) or a 200 whose JSON is no key set. Every token is refused (401) while it lasts.
+ */
+class KeySetRefused extends TokenRejected {}
+
+/**
  * fetch for jose's key set: an answer that may pass is an outage (jose would make any non-200 a
  * JOSEError, so a 401). So is a 200 whose body is cut off (the connection dropped: fetch's TypeError)
  * or is no JSON (a proxy's or a restarting provider's page): jose would refuse every token on it
- * ("Failed to parse the JSON Web Key Set"), where the keys fetched last can stand in.
+ * ("Failed to parse the JSON Web Key Set"), where the keys fetched last can stand in. Any other
+ * answer but a key set is KeySetRefused (jose would make it a JOSEError the verifier cannot tell from
+ * a refused token's).
  */
 async function keySetFetch(url: string, init: RequestInit): Promise<Response> {
   const response = await fetch(url, init);
   if (mayPass(response.status)) throw new ProviderOutage(`key set ${loggableUrl(url)}`, response.status);
-  if (response.status !== 200) return response;
+  if (response.status !== 200) throw new KeySetRefused(`key set ${loggableUrl(url)} answered ${response.status}`);
   const text = await response.text();
+  let body: unknown;
   try {
-    JSON.parse(text);
+    body = JSON.parse(text);
   } catch {
     throw new ProviderOutage(`key set ${loggableUrl(url)}`, 200, 'with a body that is no JSON');
+  }
+  // jose's own test of a key set (isJwkSet), which it would fail as JWKSInvalid
+  const keys = (body as { keys?: unknown } | null)?.keys;
+  if (typeof body !== 'object' || Array.isArray(body) || !Array.isArray(keys) || !keys.every((k) => typeof k === 'object' && k !== null && !Array.isArray(k))) {
+    throw new KeySetRefused(`key set ${loggableUrl(url)} answered 200 with JSON that is no key set`);
   }
   return new Response(text, { status: 200, headers: response.headers });
 }
@@ -142,7 +156,8 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * `staleMaxMs` (24 hours) after it was fetched, trying the provider again every `outageRetryMs` (30 s);
  * a token naming a key that set lacks is the outage's 503. The discovery document, while it cannot be
  * had, and the key set, while it cannot be fetched and no set fetched before may stand in (none yet,
- * or the last older than `staleMaxMs`), are asked for once per `unreachableRetryMs` (2 s, doubled per
+ * or the last older than `staleMaxMs`) or while its URL refuses it (404, 403, a 200 that is no key
+ * set) and no set fetched is younger than `maxAgeMs`, are asked for once per `unreachableRetryMs` (2 s, doubled per
  * failure in a row up to `unreachableRetryMaxMs`, 60 s), calls in between answering at once as the
  * last attempt did.
  *
@@ -172,8 +187,9 @@ export class TokenVerifier {
    */
   private discoveryFailed: Failing | undefined;
   /**
-   * While the key set cannot be fetched and none fetched before may stand in: the 503 of the last
-   * attempt, until when it stands, and the wait that led to it. Cleared by the next fetch that succeeds.
+   * While the key set cannot be fetched and none fetched before may stand in (the 503 of the last
+   * attempt), or its URL refuses it and none fetched is fresh (the 401): that answer, until when it
+   * stands, and the wait that led to it. Cleared by the next fetch that succeeds.
    */
   private keySetFailed: Failing | undefined;
 
@@ -189,8 +205,9 @@ export class TokenVerifier {
     const stale = this.staleKeys();
     // The provider could not be reached a moment ago: the last key set answers without asking again.
     if (stale && Date.now() < this.outageUntil) return this.verifyStale(token, stale, undefined);
-    // The key set could not be fetched a moment ago, with none to stand in: its 503, without asking again
-    // (jose would: it fetches on every call while it holds no fresh set).
+    // The key set could not be fetched a moment ago, with none to stand in (its 503), or its URL refused it
+    // while every call fetched it (its 401): that answer, without asking again (jose would: it fetches on
+    // every call while it holds no fresh set).
     const keySetAnswer = stillFailing(this.keySetFailed);
     if (keySetAnswer) throw keySetAnswer;
     // The key set fetched last, before jose fetches one (if it does, what it verifies is not remembered:
@@ -199,8 +216,14 @@ export class TokenVerifier {
     try {
       return this.remember(token, await this.checked(token, keys), fetched);
     } catch (err) {
-      if (!isOutage(err)) throw refusal(err);
-      if (!stale) throw this.keySetUnreachable(err);
+      if (!isOutage(err)) {
+        // The key set's URL refused it while jose fetches it on every call (no set yet, or the last one
+        // due): the back-off of an outage without a set, so load on the hub is no flood of requests
+        // at the provider. A refused fetch for a key id a fresh set lacks is that token's alone.
+        if (err instanceof KeySetRefused && !this.keySetFresh()) throw this.keySetFailing(() => err);
+        throw refusal(err);
+      }
+      if (!stale) throw this.keySetFailing(() => this.unreachable(err));
       // The key set was due again (or the token names a key it lacks) and the provider is down: the
       // keys fetched before still verify what they signed, so calls go on rather than all answer 503.
       logger().warn(
@@ -303,15 +326,22 @@ export class TokenVerifier {
   }
 
   /**
-   * The key set could not be fetched, with none to stand in: the 503, which calls get at once until the
-   * back-off is over. Calls that shared the failed fetch get the one answer (logged once, one wait).
+   * The key set could not be fetched with none to stand in (`answer` the 503), or its URL refused it
+   * with none fresh (the 401): the answer calls get at once until the back-off is over. Calls that
+   * shared the failed fetch get the one answer (made, and logged, once; one wait).
    */
-  private keySetUnreachable(err: unknown): Error {
+  private keySetFailing(answer: () => Error): Error {
     const failed = this.keySetFailed;
-    const answer = stillFailing(failed);
-    if (answer) return answer;
-    this.keySetFailed = this.failedAgain(failed, this.unreachable(err));
+    const standing = stillFailing(failed);
+    if (standing) return standing;
+    this.keySetFailed = this.failedAgain(failed, answer());
     return this.keySetFailed.answer;
+  }
+
+  /** Whether jose holds a key set younger than `maxAgeMs` (it fetches one before every call otherwise). */
+  private keySetFresh(): boolean {
+    const { uat } = this.lastFetched;
+    return uat !== undefined && Date.now() - uat < this.timings.maxAgeMs;
   }
 
   /** A failed attempt after `previous` (the run it continues): its answer stands for the next wait, doubled per failure in a row. */

@@ -18,8 +18,11 @@ export interface TestIssuer {
    * body is a proxy's HTML page, no JSON). Default `up`.
    */
   discovery: 'up' | 'down' | 'garbage';
-  /** What the JWKS answers: `up` (the keys), `down` (503). Default `up`. */
-  jwks: 'up' | 'down';
+  /**
+   * What the JWKS answers: `up` (the keys), `down` (503), `missing` (404), `forbidden` (403),
+   * `not-a-key-set` (a 200 whose JSON holds no key set). Default `up`.
+   */
+  jwks: 'up' | 'down' | 'missing' | 'forbidden' | 'not-a-key-set';
   mint(claims: JWTPayload, options?: MintOptions): Promise<string>;
   /**
    * A token whose payload is JSON text written as given: `members` (`"tenant_id":3,"tenant_id":2`)
@@ -68,12 +71,12 @@ export async function startIssuer(): Promise<TestIssuer> {
       res.end(testIssuer.discovery === 'up' ? JSON.stringify({ issuer: base, jwks_uri: `${base}/jwks` }) : '<html>maintenance</html>');
     } else if (req.url === '/jwks') {
       fetches++;
-      if (testIssuer.jwks === 'down') {
-        res.statusCode = 503;
-        return res.end('down');
+      if (testIssuer.jwks === 'down' || testIssuer.jwks === 'missing' || testIssuer.jwks === 'forbidden') {
+        res.statusCode = { down: 503, missing: 404, forbidden: 403 }[testIssuer.jwks];
+        return res.end(testIssuer.jwks);
       }
       res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify(jwks));
+      res.end(JSON.stringify(testIssuer.jwks === 'up' ? jwks : { error: 'realm not found' }));
     } else {
       res.statusCode = 404;
       res.end();
