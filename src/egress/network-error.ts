@@ -8,6 +8,8 @@ export interface NetworkErrorContext {
   connectTimeoutMs?: number;
   /** The exchange timeout in force, named by the headers and body timeout messages. */
   timeoutMs?: number;
+  /** The setting `timeoutMs` comes from, named after it by those messages (`… within 60000 ms (svc.connectors.http.headers-timeout)`). */
+  setting?: string;
 }
 
 export function describeNetworkError(err: unknown, context: NetworkErrorContext = {}): string {
@@ -15,15 +17,16 @@ export function describeNetworkError(err: unknown, context: NetworkErrorContext 
   const e = err as { code?: unknown; message?: unknown; cause?: { message?: unknown }; errors?: unknown };
   const code = typeof e.code === 'string' ? e.code : undefined;
   const within = (ms: number | undefined) => (ms === undefined ? '' : ` within ${ms} ms`);
+  const setting = context.setting === undefined ? '' : ` (${context.setting})`;
   switch (code) {
     case 'EGRESS_DENIED':
       return String(e.message);
     case 'UND_ERR_CONNECT_TIMEOUT':
       return `connect timeout: no connection${within(context.connectTimeoutMs)}`;
     case 'UND_ERR_HEADERS_TIMEOUT':
-      return `timeout: no response${within(context.timeoutMs)}`;
+      return `timeout: no response${within(context.timeoutMs)}${setting}`;
     case 'UND_ERR_BODY_TIMEOUT':
-      return `timeout: the response body stalled${context.timeoutMs === undefined ? '' : ` for ${context.timeoutMs} ms`}`;
+      return `timeout: the response body stalled${context.timeoutMs === undefined ? '' : ` for ${context.timeoutMs} ms`}${setting}`;
     case 'SVC_RESPONSE_TIMEOUT':
       // The connector engine's whole-answer time limit; its message names it.
       return String(e.message);

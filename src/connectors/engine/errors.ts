@@ -1,4 +1,4 @@
-import { describeNetworkError } from '../../egress/network-error.js';
+import { describeNetworkError, type NetworkErrorContext } from '../../egress/network-error.js';
 import { maskUserinfo } from '../../observability/url-redaction.js';
 import { isNamedValue, NAMED_VALUE_RULE } from '../auth/names.js';
 /**
@@ -68,7 +68,7 @@ const KINDS = {
     name: 'UpstreamNetworkError',
     runStatus: 'Failed',
     retryable: true,
-    message: (attempts: number, cause: unknown) => `upstream could not be reached after ${attempts} attempt(s): ${describeNetworkError(cause)}`,
+    message: (attempts: number, cause: unknown, context?: NetworkErrorContext) => `upstream could not be reached after ${attempts} attempt(s): ${describeNetworkError(cause, context)}`,
     cause: (_attempts: number, cause: unknown) => cause,
   },
   /** The outbound address policy refused the source's address: nothing was sent; not retried. */

@@ -4,6 +4,7 @@ import { type Dispatcher, request } from 'undici';
 import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
 import { isEgressDenied } from '../../egress/policy.js';
+import type { NetworkErrorContext } from '../../egress/network-error.js';
 import { CancelledError, DestinationRefusedError, isNetworkError, quote, RequestInvalidError, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
@@ -68,6 +69,18 @@ export class ResponseTimeoutError extends Error {
   constructor(readonly timeoutMs: number) {
     super(`timeout: the answer took longer than ${timeoutMs} ms as a whole (svc.connectors.http.response-timeout)`);
   }
+}
+
+/**
+ * For a headers or body timeout that ran out, the time it allowed and its setting, for the error's
+ * text to name as the whole-answer timeout's names its own: which setting to raise, at what it stood.
+ */
+function timeoutNamed(err: unknown, timeouts: ExchangeTimeouts | undefined): NetworkErrorContext | undefined {
+  const code = (err as { code?: unknown }).code;
+  if (!timeouts) return undefined;
+  if (code === 'UND_ERR_HEADERS_TIMEOUT') return { timeoutMs: timeouts.headersMs, setting: 'svc.connectors.http.headers-timeout' };
+  if (code === 'UND_ERR_BODY_TIMEOUT') return { timeoutMs: timeouts.bodyMs, setting: 'svc.connectors.http.body-timeout' };
+  return undefined;
 }
 
 export const MAX_PAGE_BYTES = 64 * 1024 * 1024;
@@ -135,7 +148,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
         if (isEgressDenied(err)) throw new DestinationRefusedError(err);
         if ((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') throw new RequestInvalidError(`${(err as Error).message}; a header value holds a line break or a character beyond Latin-1, perhaps from a stored secret: fix the secret or the manifest`);
         if (!isNetworkError(err)) throw err;
-        if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
+        if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err, timeoutNamed(err, o.timeouts));
         await retryAfter({ attempt, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
         continue;
       }
@@ -177,7 +190,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
           return { ok: true, status, headers, body, attempts: attempt };
         } catch (err) {
           if (!isNetworkError(err)) throw err;
-          if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err);
+          if (attempt >= attempts) throw new UpstreamNetworkError(attempt, err, timeoutNamed(err, o.timeouts));
           await retryAfter({ attempt, status, error: errorCode(err), delayMs: backoffDelay(o.policy, attempt) });
           continue;
         }

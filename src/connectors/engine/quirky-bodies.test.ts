@@ -354,11 +354,11 @@ describe('a stalled source (probe 31 M7)', () => {
   const none = { kind: 'none', response_path: '$' } as const;
   const timeouts = { headersMs: 150, bodyMs: 150 };
 
-  it('a body that stalls after its headers times out per attempt and is retried per policy, then fails naming it', async () => {
+  it('a body that stalls after its headers times out per attempt and is retried per policy, then fails naming it and its setting', async () => {
     const retries: RetryEvent[] = [];
     const started = Date.now();
     const result = await readAll(connectorSpec(base), endpointSpec('/stall', none), engineContext({}, { timeouts, retry: { attempts: 3, baseDelayMs: 5, maxDelayMs: 20 }, onRetry: (e) => retries.push(e) }));
-    expect(result.error?.message).toBe('upstream could not be reached after 3 attempt(s): timeout: the response body stalled');
+    expect(result.error?.message).toBe('upstream could not be reached after 3 attempt(s): timeout: the response body stalled for 150 ms (svc.connectors.http.body-timeout)');
     expect(retries.map((r) => [r.attempt, r.status, r.error])).toEqual([
       [1, 200, 'UND_ERR_BODY_TIMEOUT'],
       [2, 200, 'UND_ERR_BODY_TIMEOUT'],
@@ -381,10 +381,10 @@ describe('a stalled source (probe 31 M7)', () => {
     expect(report).toMatchObject({ status: 0, items: [], verdict: 'upstream could not be reached after 1 attempt(s): timeout: the answer took longer than 400 ms as a whole (svc.connectors.http.response-timeout)' });
   }, 20_000);
 
-  it('no headers at all: the headers timeout, retried likewise; the pre-flight names it after one attempt', async () => {
+  it('no headers at all: the headers timeout, retried likewise, then fails naming it and its setting; the pre-flight names it after one attempt', async () => {
     const result = await readAll(connectorSpec(base), endpointSpec('/stall-headers', none), engineContext({}, { timeouts, retry: { attempts: 2, baseDelayMs: 5, maxDelayMs: 20 } }));
-    expect(result.error?.message).toBe('upstream could not be reached after 2 attempt(s): timeout: no response');
+    expect(result.error?.message).toBe('upstream could not be reached after 2 attempt(s): timeout: no response within 150 ms (svc.connectors.http.headers-timeout)');
     const report = await firstPage(connectorSpec(base), endpointSpec('/stall-headers', none), engineContext({}, { timeouts }));
-    expect(report).toMatchObject({ status: 0, items: [], verdict: 'upstream could not be reached after 1 attempt(s): timeout: no response' });
+    expect(report).toMatchObject({ status: 0, items: [], verdict: 'upstream could not be reached after 1 attempt(s): timeout: no response within 150 ms (svc.connectors.http.headers-timeout)' });
   });
 });
