@@ -1,4 +1,4 @@
-import type { Dispatcher } from 'undici';
+import type { Agent, Dispatcher } from 'undici';
 import { type Config, ConfigError } from '../config/config.js';
 import { egressPolicy } from '../egress/config.js';
 import { egressAgent } from '../egress/dispatcher.js';
@@ -60,6 +60,21 @@ export interface ConnectorDeps {
 /** Connect timeout of a source request (headers and body: svc.connectors.http.*-timeout). */
 const CONNECT_TIMEOUT_MS = 10_000;
 
+/** How long undici keeps an idle connection whose answer named no Keep-Alive timeout (its own default). */
+const IDLE_WITHOUT_HINT_MS = 4_000;
+
+/**
+ * The agent every request to a tenant's source goes through, through the outbound address policy.
+ * An idle connection is closed after at most svc.connectors.http.idle-timeout: undici would keep
+ * it as long as the source's `Keep-Alive: timeout=` asks, up to 10 minutes, so a hub reading many
+ * tenants' sources held their idle sockets (file descriptors, the sources' connection slots)
+ * between runs.
+ */
+export function sourceAgent(config: Config, egress: EgressPolicy): Agent {
+  const idleMs = config.duration('svc.connectors.http.idle-timeout');
+  return egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS, keepAliveTimeout: Math.min(IDLE_WITHOUT_HINT_MS, idleMs), keepAliveMaxTimeout: idleMs });
+}
+
 export function createConnectorServices(deps: ConnectorDeps): ConnectorServices {
   const { config } = deps;
   const retry = {
@@ -74,7 +89,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
   };
   const sources: CredentialSources = credentialSources(config, deps.secrets);
   const egress = deps.egress ?? egressPolicy(config);
-  const dispatcher = egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
+  const dispatcher = sourceAgent(config, egress);
   const readContext = (connector: ConnectorSpec): ReadContext => ({
     resolveCredential: createCredentialResolver(sources, connector.tenantId, `connector:${connector.name}`),
     dispatcher,
