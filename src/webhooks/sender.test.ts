@@ -111,6 +111,27 @@ describe('WebhookSender', () => {
     expect(seen.filter((r) => r.path === '/ok').length).toBe(before);
   });
 
+  it('a redirect to another address, of any kind (301, 302, 303, 307, 308: those keeping the POST too), is not followed: that address gets nothing', async () => {
+    let elsewhere = 0;
+    const other = createServer((_req, res) => {
+      elsewhere++;
+      res.writeHead(200).end('followed');
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const target = `http://127.0.0.1:${(other.address() as AddressInfo).port}/hook`;
+    try {
+      for (const status of [301, 302, 303, 307, 308]) {
+        routes.set('/redirect-away', (_req, res) => res.writeHead(status, { Location: target }).end(`moved to ${target}`));
+        const outcome = await withSender((s) => s.send(`${base}/redirect-away`, { 'Content-Type': 'application/json' }, '{"n":1}'));
+        expect(outcome).toMatchObject({ ok: false, httpStatus: status, responseBody: `moved to ${target}`, error: null });
+      }
+      expect(elsewhere).toBe(0);
+    } finally {
+      routes.delete('/redirect-away');
+      await new Promise<void>((resolve) => other.close(() => resolve()));
+    }
+  });
+
   it('a 5xx: not ok, the status and the answer kept', async () => {
     expect(await withSender((s) => s.send(`${base}/fail`, {}, '{}'))).toMatchObject({ ok: false, httpStatus: 503, responseBody: 'try later', error: null });
   });
