@@ -60,9 +60,6 @@ export interface ConnectorDeps {
 /** Connect timeout of a source request (headers and body: svc.connectors.http.*-timeout). */
 const CONNECT_TIMEOUT_MS = 10_000;
 
-/** How long undici keeps an idle connection whose answer named no Keep-Alive timeout (its own default). */
-const IDLE_WITHOUT_HINT_MS = 4_000;
-
 /**
  * The agent every request to a tenant's source goes through, through the outbound address policy.
  * An idle connection is closed after at most svc.connectors.http.idle-timeout: undici would keep
@@ -71,8 +68,7 @@ const IDLE_WITHOUT_HINT_MS = 4_000;
  * between runs.
  */
 export function sourceAgent(config: Config, egress: EgressPolicy): Agent {
-  const idleMs = config.duration('svc.connectors.http.idle-timeout');
-  return egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS, keepAliveTimeout: Math.min(IDLE_WITHOUT_HINT_MS, idleMs), keepAliveMaxTimeout: idleMs });
+  return egressAgent(egress, { connectTimeoutMs: CONNECT_TIMEOUT_MS, idleTimeoutMs: config.duration('svc.connectors.http.idle-timeout') });
 }
 
 export function createConnectorServices(deps: ConnectorDeps): ConnectorServices {

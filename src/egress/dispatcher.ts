@@ -43,10 +43,18 @@ export function guardConnector(policy: EgressPolicy, connector: Connector, timeo
 
 /** undici's own default connect timeout. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/** How long undici keeps an idle connection whose answers named no Keep-Alive timeout (its own default). */
+const IDLE_WITHOUT_HINT_MS = 4_000;
 
-export interface EgressAgentOptions extends Omit<Agent.Options, 'connect'> {
+export interface EgressAgentOptions extends Omit<Agent.Options, 'connect' | 'keepAliveTimeout' | 'keepAliveMaxTimeout'> {
   /** Connect timeout in milliseconds (default 10 s). */
   connectTimeoutMs?: number;
+  /**
+   * The longest a connection stays open unused, whatever the other side's `Keep-Alive: timeout=`
+   * asks (undici keeps it as long as that says, up to 10 minutes, unless bounded); one whose answers
+   * name no timeout, 4 s (or this, when shorter). Default: undici's.
+   */
+  idleTimeoutMs?: number;
   /** The connector to guard (default: undici's own); tests pass one that counts calls. */
   connector?: Connector;
 }
@@ -57,8 +65,9 @@ export interface EgressAgentOptions extends Omit<Agent.Options, 'connect'> {
  * `fetch`.
  */
 export function egressAgent(policy: EgressPolicy, options: EgressAgentOptions = {}): Agent {
-  const { connectTimeoutMs, connector, ...agent } = options;
+  const { connectTimeoutMs, connector, idleTimeoutMs, ...agent } = options;
   const timeout = connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const base = connector ?? buildConnector({ timeout });
-  return new Agent({ ...agent, connect: guardConnector(policy, base, timeout) });
+  const idle = idleTimeoutMs === undefined ? {} : { keepAliveTimeout: Math.min(IDLE_WITHOUT_HINT_MS, idleTimeoutMs), keepAliveMaxTimeout: idleTimeoutMs };
+  return new Agent({ ...agent, ...idle, connect: guardConnector(policy, base, timeout) });
 }

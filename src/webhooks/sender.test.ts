@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { until } from '../../test/harness/until.js';
 import { EgressPolicy } from '../egress/policy.js';
 import { RESPONSE_BODY_MAX } from './model.js';
 import { WebhookSender } from './sender.js';
@@ -129,6 +130,32 @@ describe('WebhookSender', () => {
     } finally {
       routes.delete('/redirect-away');
       await new Promise<void>((resolve) => other.close(() => resolve()));
+    }
+  });
+
+  it('an idle connection is closed after idleTimeoutMs, however long the receiver\'s Keep-Alive header asks it to be kept', async () => {
+    const open = new Set<Socket>();
+    const receiver = createServer((_req, res) => res.writeHead(200).end('ok'));
+    // Node's server answers `Keep-Alive: timeout=600` and keeps an idle connection that long itself.
+    receiver.keepAliveTimeout = 600_000;
+    receiver.on('connection', (socket: Socket) => {
+      open.add(socket);
+      socket.on('close', () => open.delete(socket));
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const s = sender({ idleTimeoutMs: 300 });
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const outcomes = await Promise.all(Array.from({ length: 3 }, () => s.send(url, {}, '{}')));
+      expect(outcomes.map((o) => o.httpStatus)).toEqual([200, 200, 200]);
+      expect(open.size).toBe(3);
+      // The receiver would keep them ten minutes: the sender closes them after its own limit.
+      await until('the idle connections closed', () => open.size === 0, { timeoutMs: 10_000, detail: () => `${open.size} still open` });
+      await expect(s.send(url, {}, '{}')).resolves.toMatchObject({ ok: true, httpStatus: 200 });
+    } finally {
+      await s.close();
+      receiver.closeAllConnections();
+      await new Promise<void>((resolve) => receiver.close(() => resolve()));
     }
   });
 

@@ -30,7 +30,16 @@ export interface SenderOptions {
   /** The outbound address policy every connection passes (default: none, for tests of other parts). */
   egress?: EgressPolicy;
   userAgent: string;
+  /** Tests: the longest a connection stays open unused (default IDLE_TIMEOUT_MS). */
+  idleTimeoutMs?: number;
 }
+
+/**
+ * The longest a connection to a receiver stays open unused, whatever its `Keep-Alive: timeout=` asks
+ * (undici would keep it as long as that says, up to 10 minutes: a hub delivering to many tenants'
+ * receivers held an idle socket to each between bursts); one whose answers name no timeout, 4 s.
+ */
+const IDLE_TIMEOUT_MS = 60_000;
 
 /** Bytes read at most: enough for RESPONSE_BODY_MAX characters of UTF-8. */
 const READ_MAX_BYTES = RESPONSE_BODY_MAX * 4;
@@ -56,7 +65,7 @@ export class WebhookSender {
       connectTimeoutMs: options.connectTimeoutMs,
       headersTimeout: options.timeoutMs,
       bodyTimeout: options.timeoutMs,
-      keepAliveTimeout: 4_000,
+      idleTimeoutMs: options.idleTimeoutMs ?? IDLE_TIMEOUT_MS,
     });
   }
 
