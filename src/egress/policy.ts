@@ -3,7 +3,8 @@ import { BlockList, isIP } from 'node:net';
 
 /**
  * The outbound address policy: which destinations a request the hub makes on a tenant's behalf
- * (webhook deliveries and tests, connector runs, pre-flight, draft, scaffold) may connect to.
+ * (webhook deliveries and tests, connector runs, pre-flight, draft, scaffold, export publications
+ * to S3 and SFTP) and the model endpoints (embeddings, language model) may connect to.
  *
  * With `denyPrivate` on, every connection is checked when it is opened, after the name is resolved,
  * against the address that is actually connected to (so a name that resolves to a public address
