@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server, type Socket } from 'node:net';
+import { client } from '../test/harness/api-client.js';
 import { ITEM_ENTITY, itemS3Export } from '../test/harness/export-manifests.js';
 import { startReceiver, type Receiver } from '../test/harness/receiver.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
-import { runEnded } from '../test/harness/runs.js';
+import { exportRunEnded, runEnded } from '../test/harness/runs.js';
 import { startIssuer, type TestIssuer } from '../test/harness/tokens.js';
 
 /**
@@ -209,6 +211,84 @@ describe('webhooks', () => {
     const sent = await post(allowing, `/api/tenants/1/integrations/${created.body.id}/test`, { eventType: 'org.created' });
     expect(sent.body.ok).toBe(true);
     expect(receiver.on('/hook').length).toBe(before + 1);
+  });
+});
+
+describe('export runs: the publication connects only where the policy admits (the hub\'s policy reaches the export runner)', () => {
+  /** A TCP listener on every loopback address of both families, counting connections: an SFTP client says nothing HTTP could record. */
+  let listener: Server;
+  let port: number;
+  let connections = 0;
+  const sockets = new Set<Socket>();
+  const s3Export = (name: string, endpoint: string) => itemS3Export(name, endpoint);
+  const sftpExport = (name: string, host: string) => {
+    const m = itemS3Export(name, 'https://s3.example.com');
+    return { ...m, spec: { ...m.spec, destination: { kind: 'sftp', host, port, user: 'drop', path: '/out/items.csv', password_env: 'S3_SECRET', host_key_fingerprint: `SHA256:${'A'.repeat(43)}` } } };
+  };
+
+  beforeAll(async () => {
+    listener = createServer((socket) => {
+      connections++;
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      socket.on('error', () => {});
+      socket.destroy();
+    });
+    await new Promise<void>((done) => listener.listen({ port: 0, host: '::', ipv6Only: false }, done));
+    port = (listener.address() as { port: number }).port;
+    await strict.services.connectors.ext.ensureTable(1, 'ext.items', [{ name: 'label', path: '$.label', type: 'text' }]);
+    for (const [name, value] of [['S3_KEY', 'key-id'], ['S3_SECRET', 'secret-key']]) {
+      expect([201, 409]).toContain((await post(strict, '/api/platform/secrets', { name, value })).status);
+    }
+    expect([200, 201]).toContain((await post(strict, '/api/entities/apply', ITEM_ENTITY)).status);
+  });
+
+  afterAll(async () => {
+    for (const socket of sockets) socket.destroy();
+    await new Promise<void>((done) => listener?.close(() => done()));
+  });
+
+  async function runOn(hub: TestHub, manifest: { metadata: { name: string } }) {
+    expect([200, 201]).toContain((await post(hub, '/api/exports/apply', manifest)).status);
+    const started = await post(hub, `/api/exports/${manifest.metadata.name}/runs`);
+    expect(started.status).toBe(202);
+    return exportRunEnded<{ status: string; failureReason: string | null }>(client(hub.url, auth), manifest.metadata.name, started.body.runId);
+  }
+
+  it.each([
+    ['decimal IPv4', (p: number) => `http://2130706433:${p}`, 'S3 endpoint not contacted: 127.0.0.1 is a loopback address'],
+    ['short hex IPv4', (p: number) => `http://0x7f.1:${p}`, 'S3 endpoint not contacted: 127.0.0.1 is a loopback address'],
+    ['IPv4-mapped IPv6', (p: number) => `http://[::ffff:127.0.0.1]:${p}`, 'S3 endpoint not contacted: ::ffff:7f00:1 is a loopback address'],
+    ['6to4 embedding loopback', (p: number) => `http://[2002:7f00:1::]:${p}`, 'S3 endpoint not contacted: 2002:7f00:1:: is a 6to4 address embedding 127.0.0.1'],
+  ])('S3 endpoint, %s: the run fails naming the policy, no connection', async (_form, endpoint, reason) => {
+    const before = connections;
+    const run = await runOn(strict, s3Export(`s3-${_form.replace(/\W+/g, '-')}`, endpoint(port)));
+    expect(run.status).toBe('Failed');
+    expect(run.failureReason).toContain(reason);
+    expect(run.failureReason).toMatch(POLICY);
+    expect(connections).toBe(before);
+  });
+
+  it.each([
+    ['octal IPv4', '0177.0.0.1', '0177.0.0.1 resolves to 127.0.0.1, a loopback address'],
+    ['IPv4-mapped IPv6', '::ffff:127.0.0.1', '::ffff:127.0.0.1 is a loopback address'],
+    ['loopback with a zone id', '::1%lo', '::1%lo resolves to ::1, a loopback address'],
+    ['upper-case localhost with a trailing dot', 'LOCALHOST.', 'LOCALHOST. is a loopback name'],
+  ])('SFTP host, %s: the run fails naming the policy, no connection', async (_form, host, reason) => {
+    const before = connections;
+    const run = await runOn(strict, sftpExport(`sftp-${_form.replace(/\W+/g, '-')}`, host));
+    expect(run.status).toBe('Failed');
+    expect(run.failureReason).toContain(`SFTP host ${host} not contacted: ${reason}`);
+    expect(run.failureReason).toMatch(POLICY);
+    expect(connections).toBe(before);
+  });
+
+  it('allow-listed (svc.egress.allow=127.0.0.1), the same SFTP host is connected to', async () => {
+    const before = connections;
+    const run = await runOn(allowing, sftpExport('sftp-allowed', '0177.0.0.1'));
+    expect(run.status).toBe('Failed');
+    expect(run.failureReason).not.toMatch(POLICY);
+    expect(connections).toBeGreaterThan(before);
   });
 });
 
