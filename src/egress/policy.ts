@@ -14,7 +14,7 @@ import { BlockList, isIP } from 'node:net';
  * and benchmarking ranges, IPv4-compatible and IPv4-translated IPv6 (::ffff:0:0:0/96), IPv4-mapped
  * IPv6 mapping a refused IPv4 address (BlockList judges ::ffff:a.b.c.d as a.b.c.d, which is where the
  * system connects it to), NAT64 (64:ff9b::/96, 64:ff9b:1::/48), Teredo, 6to4 embedding a
- * refused IPv4, and the names `localhost`, `*.localhost` and metadata.google.internal (trailing dot
+ * refused IPv4, and the names `localhost`, `*.localhost`, metadata.google.internal and metadata.goog (trailing dot
  * or not). Numeric IPv4 spellings (`2130706433`, `0x7f.1`, `0177.0.0.1`) are read as the address
  * they spell. `allow` (CIDRs, addresses and host names, `*.suffix` for a domain) lets chosen
  * destinations through.
