@@ -55,6 +55,8 @@ const tenantOf = (tx: Tx) => (tx as unknown as { tenantId: number }).tenantId;
 
 const handler: ManifestHandler = {
   stored: async (tx, name) => held.get(`${tenantOf(tx)}/${name}`),
+  // Widgets are held in memory: nothing to lock.
+  lockForApply: async () => {},
   apply: async (tx, manifest, actor) => {
     const m = manifest as { metadata: { name: string }; spec?: { schedule?: string; color?: string } };
     if (m.spec?.color === 'invisible') throw new ValidationError('spec.color: invisible is not a colour', 'spec.color');

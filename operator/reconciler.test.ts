@@ -5,7 +5,7 @@ import { parse } from 'yaml';
 import { createRun, finishRun } from '../src/connectors/runs/ledger.js';
 import { EgressPolicy } from '../src/egress/policy.js';
 import { crdOf } from '../src/manifests/crd.js';
-import { apiVersionOf, crdNameOf, MANIFEST_KINDS } from '../src/manifests/kinds.js';
+import { apiVersionOf, crdNameOf, MANIFEST_KINDS, type ManifestKind } from '../src/manifests/kinds.js';
 import { createManifestServices, type ManifestServices } from '../src/manifests/services.js';
 import { ownerClient } from '../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../test/harness/hub.js';
@@ -21,6 +21,7 @@ import { FINALIZER } from './finalizer.js';
 import { manifestOf, mergePatchOf, type Resource } from './resource.js';
 import { until } from '../test/harness/until.js';
 import { whileHeld, whileTurnHeld } from '../test/harness/tenant-cap-cases.js';
+import { takeTenantTurn } from '../src/manifests/tenant-cap.js';
 import { operatorsSettled } from '../test/harness/operator-settled.js';
 
 /**
@@ -1137,6 +1138,114 @@ describe('status, ownership and conflicts', () => {
   it('an Operator reconciling two resources of one name in two namespaces of a tenant at the same moment, the object unrecorded: the first adopts it (Applied), the second is a Conflict naming it', async () => {
     await legacy('adopted-op-twins');
     await expectFirstTwinApplied('adopted-op-twins', whileRecordsHeld);
+  });
+
+  /** The entity the Export and Workflow manifests below name (applied over HTTP, kept for the tests that race adoptions). */
+  const RACE_ENTITY = 'race-partner';
+  /**
+   * Per kind, a manifest named `name` whose one field follows `variant` (a connector's base_url, an
+   * entity's column label, an export's path, a process's message, a workflow's dormancy), so that
+   * the legacy one, the HTTP one and the operator's one differ (or, the same variant, are equal).
+   */
+  const racing: Array<{ kind: ManifestKind; manifest: (name: string, variant: 'legacy' | 'http' | 'operator') => Record<string, unknown> }> = [
+    { kind: CONNECTOR, manifest: (name, v) => manifestNamed(name, `http://${v}.example`) },
+    {
+      kind: ENTITY,
+      manifest: (name, v) => {
+        const e = example('entity-partner.yaml');
+        const spec = e.spec as { columns: Array<Record<string, unknown>> };
+        return { ...e, metadata: { name }, spec: { ...spec, columns: spec.columns.map((c, i) => (i === 1 ? { ...c, label: `Partner name (${v})` } : c)) } };
+      },
+    },
+    {
+      kind: EXPORT,
+      manifest: (name, v) => {
+        const x = example('export-partners-sftp.yaml');
+        const spec = x.spec as { destination: object };
+        return { ...x, metadata: { name }, spec: { ...spec, source: { entity: RACE_ENTITY }, destination: { ...spec.destination, path: `/upload/${v}-\${date}.csv` } } };
+      },
+    },
+    { kind: PROCESS, manifest: (name, v) => ({ ...example('process-big-runs.yaml'), metadata: { name }, spec: { ...(example('process-big-runs.yaml').spec as object), message: `a big run (${v})` } }) },
+    {
+      kind: WORKFLOW,
+      manifest: (name, v) => ({
+        apiVersion: 'apps.svc.io/v1',
+        kind: 'Workflow',
+        metadata: { name },
+        spec: { entity: RACE_ENTITY, stateColumn: 'country', states: ['FR', 'DE'], transitions: [{ from: 'FR', to: 'DE' }], dormancy: { after: { legacy: '30d', http: '31d', operator: '32d' }[v] } },
+      }),
+    },
+  ];
+  /** The manifest the hub holds of that name (no labels: the variant's field tells who applied it). */
+  const heldManifest = (kind: ManifestKind, name: string) => hub.services.db.withTenant(1, async (tx) => (await kind.handler.stored(tx, name))?.manifest);
+  /** POST /api/<plural>/apply of `manifest` in tenant 1: its status. */
+  const httpApplyOf = async (kind: ManifestKind, manifest: Record<string, unknown>) =>
+    (await fetch(`${hub.url}/api/${kind.plural}/apply`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' }, body: JSON.stringify(manifest) })).status;
+  /**
+   * Runs the HTTP apply first, then `operator`, each started once those before it wait for a lock,
+   * while the tenant's turn for the kind is held: the HTTP apply holds what the kind's apply locks
+   * before the turn (a connector's, entity's or export's row) and waits for the turn; the operator
+   * has read by then that the object is unrecorded and was last applied by the operator, and waits.
+   */
+  const httpThenOperator = <T>(kind: ManifestKind, http: () => Promise<number>, operatorApply: () => Promise<T>) =>
+    whileHeld<unknown>(hub.services.db, 1, { what: "the tenant's turn", take: (tx) => takeTenantTurn(tx, kind.plural), anyLock: true }, [http, operatorApply], { inOrder: true }) as Promise<[number, T]>;
+  /** Deletes the object of that name (and its record) in tenant 1. */
+  const removeHeld = (kind: ManifestKind, name: string) => hub.services.db.withTenant(1, (tx) => kind.handler.remove(tx, name, { afterCommit: () => {} }));
+
+  describe('an HTTP apply of an unrecorded object committed while the operator adopts it', () => {
+    beforeAll(async () => {
+      const e = example('entity-partner.yaml');
+      expect(await httpApplyOf(ENTITY, { ...e, metadata: { name: RACE_ENTITY } })).toBe(201);
+    });
+    afterAll(async () => {
+      await removeHeld(ENTITY, RACE_ENTITY);
+    });
+
+    for (const { kind, manifest } of racing) {
+      it(`${kind.kind}: the operator's apply, second, is a Conflict (created over HTTP), the HTTP apply kept, nothing recorded`, async () => {
+        // The operator applies another manifest than the HTTP apply, then the same one (nothing to
+        // write but the record: the object must not be claimed either).
+        for (const [name, variant] of [[`adopt-raced-${kind.singular}`, 'operator'], [`adopt-raced-${kind.singular}-same`, 'http']] as const) {
+          await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(name, 'legacy'), 'operator'));
+          const owner = { namespace: NS, name, uid: `${name}-uid`, generation: 1 };
+          const [status, outcome] = await httpThenOperator(
+            kind,
+            () => httpApplyOf(kind, manifest(name, 'http')),
+            () => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, variant), 'operator', owner),
+          );
+          expect(status).toBe(200);
+          expect(outcome).toMatchObject({ conflict: { by: 'http' } });
+          expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
+          expect(await hub.services.manifests.owned(kind, { uid: owner.uid })).toEqual([]);
+          expect(await removeHeld(kind, name)).toBe(true);
+        }
+      });
+
+      it(`${kind.kind}: a running Operator reconciling the resource is a Conflict on Ready, the HTTP apply kept, no record`, async () => {
+        const name = `adopt-raced-op-${kind.singular}`;
+        const apiVersion = apiVersionOf(kind);
+        const resource = () => api.get(apiVersion, kind.plural, NS, name) as Resource | undefined;
+        const readyOf = () => resource()?.status?.conditions?.find((c) => c.type === 'Ready');
+        await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(name, 'legacy'), 'operator'));
+        const [status, ready] = await httpThenOperator(
+          kind,
+          () => httpApplyOf(kind, manifest(name, 'http')),
+          () => {
+            const m = manifest(name, 'operator');
+            api.apply(kind.plural, { ...m, metadata: { name, namespace: NS, labels: { 'svc.io/tenant': 'default' } } });
+            return until(`${name} decided`, () => (['True', 'False'].includes(readyOf()?.status ?? '') ? readyOf() : undefined), 15_000);
+          },
+        );
+        expect(status).toBe(200);
+        expect(ready).toMatchObject({ status: 'False', reason: 'Conflict', message: expect.stringContaining('created over HTTP') });
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
+        expect(await hub.services.manifests.owned(kind, { uid: resource()!.metadata.uid! })).toEqual([]);
+        api.remove(apiVersion, kind.plural, NS, name);
+        await until('the resource gone', () => !resource());
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
+        expect(await removeHeld(kind, name)).toBe(true);
+      });
+    }
   });
 
   it('the hub refuses a stale generation of the same resource (uid): generation 4 applied, a later apply of generation 3 changes nothing', async () => {

@@ -2,7 +2,7 @@ import type { Tx } from '../db/database.js';
 import { type ApplyContext, type ManifestHandler, warningLines } from '../manifests/handler.js';
 import { baseUrlWarning, checkManifest } from './manifest/validate.js';
 import { listRuns } from './runs/ledger.js';
-import { applyConnector, deleteConnector, storedManifest } from './store.js';
+import { applyConnector, deleteConnector, lockForApply, storedManifest } from './store.js';
 
 /**
  * What the operator (or any other manifest source) does with a Connector: the very functions the
@@ -11,6 +11,7 @@ import { applyConnector, deleteConnector, storedManifest } from './store.js';
  */
 export const connectorHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
+  lockForApply: (tx: Tx, name: string) => lockForApply(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
     const result = await applyConnector(tx, manifest, { actor, egress: context?.egress });
     return { created: result.created, unchanged: result.unchanged, warnings: warningLines(result.warnings), schedule: result.connector.schedule ?? null };

@@ -4,7 +4,7 @@ import { isoTimestampSql } from '../db/timestamps.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
@@ -96,6 +96,10 @@ function tenantOf(tx: Tx): number {
   if (tx.tenantId === undefined) throw new Error('connectors are stored per tenant: use Database.withTenant');
   return tx.tenantId;
 }
+
+/** The locks applyConnector takes before it writes the connector of that name, in its order (its row first): ManifestHandler.lockForApply. */
+export const lockForApply = (tx: Tx, name: string): Promise<void> =>
+  takeApplyLocks(tx, { table: 'connectors.connectors', plural: 'connectors', mode: 'for no key update', order: 'row-then-turn', where: 'name = $1' }, name);
 
 /**
  * Validates, normalises and stores a manifest in the caller's transaction: a 400 (ValidationError

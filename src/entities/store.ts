@@ -1,7 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { type EntityDraft, checkEntityManifest, type Issue, mappingField } from './manifest/validate.js';
 import { BOOKKEEPING_COLUMNS, parseMapping } from './mapping.js';
 import { sourceColumns } from './relation.js';
@@ -55,6 +55,10 @@ function tenantOf(tx: Tx): number {
   if (tx.tenantId === undefined) throw new Error('entities are stored per tenant: use Database.withTenant');
   return tx.tenantId;
 }
+
+/** The locks applyEntity takes before it writes the entity of that name, in its order (its row first): ManifestHandler.lockForApply. */
+export const lockForApply = (tx: Tx, name: string): Promise<void> =>
+  takeApplyLocks(tx, { table: 'entities.entities', plural: 'entities', mode: 'for no key update', order: 'row-then-turn' }, name);
 
 /**
  * Validates, normalises and stores a manifest in the caller's transaction: a 400 (ValidationError

@@ -3,7 +3,7 @@ import { type ApplyContext, type ManifestHandler, type RemoveContext, warningLin
 import { entityShape } from './entity-shape.js';
 import { checkExportManifest, destinationWarning } from './manifest/validate.js';
 import { latestRun, warnEndedDead } from './runs/ledger.js';
-import { applyExport, deleteExport, storedManifest } from './store.js';
+import { applyExport, deleteExport, lockForApply, storedManifest } from './store.js';
 
 /**
  * What the operator (or any other manifest source) does with an Export: the very functions of
@@ -12,6 +12,7 @@ import { applyExport, deleteExport, storedManifest } from './store.js';
  */
 export const exportHandler: ManifestHandler = {
   stored: (tx: Tx, name: string) => storedManifest(tx, name),
+  lockForApply: (tx: Tx, name: string) => lockForApply(tx, name),
   async apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext) {
     const result = await applyExport(tx, manifest, { actor, entity: entityShape, egress: context?.egress });
     return { created: result.created, unchanged: result.unchanged, warnings: warningLines(result.warnings), schedule: result.spec.schedule ?? null };

@@ -2,7 +2,7 @@ import type { Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
 import { type DeadRunRule, deadRunStop, EXPORT_DELETED, endIfDead, requestStop } from './runs/ledger.js';
@@ -45,6 +45,10 @@ export const MAX_EXPORTS_PER_TENANT = 500;
 
 /** How the apply path learns about the entity an export names. */
 export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undefined>;
+
+/** The locks applyExport takes before it writes the export of that name, in its order (its row first): ManifestHandler.lockForApply. */
+export const lockForApply = (tx: Tx, name: string): Promise<void> =>
+  takeApplyLocks(tx, { table: 'exports.exports', plural: 'exports', mode: 'for update', order: 'row-then-turn' }, name);
 
 /**
  * Validates and stores a manifest: a ValidationError (400 naming the field) on the first error,

@@ -22,6 +22,12 @@ export interface ManifestHandler {
    */
   apply(tx: Tx, manifest: unknown, actor: string, context?: ApplyContext): Promise<{ created: boolean; unchanged: boolean; warnings: string[]; schedule: string | null }>;
   /**
+   * Takes the locks `apply` takes before it writes the object of that name, in the order it takes
+   * them (takeApplyLocks): a writer that holds them sees every apply of the name committed, and the
+   * ones to come wait for it. Taken before `apply`, they never make it deadlock with another apply.
+   */
+  lockForApply(tx: Tx, name: string): Promise<void>;
+  /**
    * The lines of `apply`'s warnings that follow the hub's configuration (its outbound address policy,
    * `context.egress`) rather than the manifest: what an apply of `manifest`, already stored, would
    * warn of now, found without storing anything. Kinds that store an address the hub connects to.

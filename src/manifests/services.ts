@@ -4,7 +4,6 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { ConflictError, ValidationError } from '../errors.js';
 import { sameManifest } from './canonical.js';
 import type { ManifestKind } from './kinds.js';
-import { takeTenantTurn } from './tenant-cap.js';
 
 /**
  * What a manifest source other than the HTTP API (the Kubernetes operator) does with the hub: each
@@ -16,11 +15,12 @@ import { takeTenantTurn } from './tenant-cap.js';
  * written in the apply's transaction. A resource may apply an object only when it owns it, when the
  * object does not exist, or when the object has no record and was last applied by the operator
  * itself (an object applied before records existed: adopted). Anything else is a conflict, and
- * nothing is written. For a new name (no record, no object: nothing to lock), the check is made
- * again within the tenant's turn (takeTenantTurn), which every apply that creates takes: of two
- * writers of one new name at once (an HTTP apply, another resource), the second finds the first's
- * object and is the conflict. An object with no record is adopted by the first resource to record
- * itself: the record is inserted only where none is (of two adopting at once, the second's apply is
+ * nothing is written. For a name with no record (a new name, an object to adopt), the check is made
+ * again under the locks the kind's apply takes before it writes (ManifestHandler.lockForApply: its
+ * row and the tenant's turn, in the apply's order): of two writers of one name at once (an HTTP
+ * apply, another resource), the second finds the first's object (or record) and is the conflict. An
+ * object with no record is adopted by the first resource to record itself: the record is inserted
+ * only where none is (should two adopting at once still both get there, the second's apply is
  * rolled back and made again, and finds the first's record: the conflict). Cleanup goes through the
  * record (`owned`, `removeOwned`); the record goes with its object whatever deletes it (a trigger per
  * kind's table, migrations/manifests).
@@ -231,13 +231,15 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
   const applyOnce: ManifestServices['applyIfChanged'] = (kind, tenantId, name, manifest, actor, owner, fence) =>
     db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
       let found = await ownership(tx, kind, name, owner, actor);
-      if (!found.recorded && !found.stored) {
-        // A new name, with no row to lock: a writer of it that has not committed yet (an HTTP apply,
-        // another resource's apply) is not seen. Every apply that creates takes the tenant's turn, so
-        // the check is made again within it, on the object as stored then: the later one is the
-        // Conflict. Only for a new name: this transaction holds no row yet. An apply of a stored
-        // object locks its row before the turn, so taking the turn first then could deadlock with it.
-        await takeTenantTurn(tx, kind.plural);
+      if (!found.recorded && !found.conflict) {
+        // A new name, or an unrecorded object to adopt: nothing of it was locked by that read, so a
+        // writer of it that had not committed then (an HTTP apply, another resource's apply) is not
+        // seen, and an apply of it would overwrite (or, the same manifest, claim) what that writer
+        // committed meanwhile. So the locks the kind's apply takes before it writes are taken here,
+        // in its order (lockForApply: the row then the tenant's turn, or the turn then the row; never
+        // otherwise, which could deadlock with an apply), and the check is made again under them, on
+        // the object as stored then: of two writers, the later one is the Conflict.
+        await kind.handler.lockForApply(tx, name);
         found = await ownership(tx, kind, name, owner, actor);
       }
       const { recorded, changeWarnings, stored, conflict } = found;
@@ -257,10 +259,10 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
       // Written with the change, so that they outlive a status write that fails after the commit.
       const warnings = outcome.changed ? outcome.changeWarnings : null;
       if (!recorded) {
-        // Written only if no record is there by now: another resource's apply of this unrecorded
-        // object (an object the operator applied before records existed, which both found to
-        // adopt: no row of it was locked then) committed its record first (this insert waits for
-        // it). The apply is rolled back and made again, and finds that record: the Conflict.
+        // Written only if no record is there by now: another resource's apply of this name that
+        // committed its record first, which the locks taken above should already have shown
+        // (this insert waits for it). The apply is rolled back and made again, and finds that
+        // record: the Conflict.
         const { rowCount } = await tx.query(
           `insert into manifests.owners (tenant_id, kind, name, namespace, resource, uid, generation, warnings)
            values (core.current_tenant(), $1, $2, $3, $4, $5, $6, $7)

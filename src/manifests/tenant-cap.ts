@@ -17,6 +17,27 @@ export async function takeTenantTurn(tx: Tx, plural: string): Promise<void> {
 }
 
 /**
+ * Takes the locks a kind's apply of `name` takes before it writes the object (until the transaction
+ * ends), in the order that apply takes them: the row of that name in `table` (none when there is no
+ * such row) in `mode`, the mode of the apply's own read and upsert of it, and the tenant's turn for
+ * `plural` (takeTenantPlace). `order`: `row-then-turn` for the kinds whose apply reads the object it
+ * replaces, locked, before it waits for the turn (connectors, entities, exports); `turn-then-row` for
+ * those whose apply waits for the turn first (processes, workflows). A writer taking them otherwise
+ * could deadlock with the apply. `where`: how the apply finds the row by `$1` (default
+ * `name = lower($1)`). Taken again by the apply in the same transaction, they are held already.
+ */
+export async function takeApplyLocks(
+  tx: Tx,
+  kind: { table: 'processes.processes' | 'workflows.workflows' | 'connectors.connectors' | 'entities.entities' | 'exports.exports'; plural: string; mode: 'for update' | 'for no key update'; order: 'row-then-turn' | 'turn-then-row'; where?: string },
+  name: string,
+): Promise<void> {
+  const row = () => tx.query(`select 1 from ${kind.table} where ${kind.where ?? 'name = lower($1)'} ${kind.mode}`, [name]);
+  if (kind.order === 'turn-then-row') await takeTenantTurn(tx, kind.plural);
+  await row();
+  if (kind.order === 'row-then-turn') await takeTenantTurn(tx, kind.plural);
+}
+
+/**
  * Takes the tenant's turn for `plural` (until the transaction ends) and counts what `from` holds
  * (row-level security: the tenant's); `known`: whether one of its rows has the `name` given.
  */

@@ -2,7 +2,7 @@ import { activeTenant } from '../db/active-tenant.js';
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
 import type { Issue } from '../validation/schema-errors.js';
 import { checkProcessManifest, type ProcessDraft } from './manifest/validate.js';
 
@@ -64,6 +64,10 @@ export function checkedProcess(manifest: unknown): ProcessDraft {
   if (first || !check.process) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   return check.process;
 }
+
+/** The locks applyProcess takes before it writes the process of that name, in its order (the tenant's turn, then the row its upsert locks): ManifestHandler.lockForApply. */
+export const lockForApply = (tx: Tx, name: string): Promise<void> =>
+  takeApplyLocks(tx, { table: 'processes.processes', plural: 'processes', mode: 'for no key update', order: 'turn-then-row' }, name);
 
 export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');

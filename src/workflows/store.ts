@@ -2,7 +2,7 @@ import type { Tx } from '../db/database.js';
 import { loadEntity } from '../entities/store.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { dropKeyedCorpus, writeKeyedCorpus } from '../retrieval/keyed-corpus.js';
 import { lifecycleCorpus, lifecycleDocuments } from './lifecycle.js';
 import { checkWorkflowManifest, type Issue } from './manifest/validate.js';
@@ -59,6 +59,10 @@ export async function lockedWorkflowScopes(tx: Tx, name: string): Promise<string
  * count is bounded; applying a new name past it is refused (an update is not).
  */
 export const MAX_WORKFLOWS_PER_TENANT = 100;
+
+/** The locks applyWorkflow takes before it writes the workflow of that name, in its order (the tenant's turn first): ManifestHandler.lockForApply. */
+export const lockForApply = (tx: Tx, name: string): Promise<void> =>
+  takeApplyLocks(tx, { table: 'workflows.workflows', plural: 'workflows', mode: 'for no key update', order: 'turn-then-row' }, name);
 
 /**
  * Validates and stores a manifest in the caller's transaction: a 400 naming the field on the first
