@@ -1221,6 +1221,24 @@ describe('status, ownership and conflicts', () => {
         }
       });
 
+      it(`${kind.kind}: the operator's adoption first, then the HTTP apply: adopted and recorded, the HTTP apply accepted after it (the locks met in one order)`, async () => {
+        const name = `adopt-first-${kind.singular}`;
+        await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(name, 'legacy'), 'operator'));
+        const owner = { namespace: NS, name, uid: `${name}-uid`, generation: 1 };
+        const [outcome, status] = await whileHeld<unknown>(
+          hub.services.db,
+          1,
+          { what: "the tenant's turn", take: (tx) => takeTenantTurn(tx, kind.plural), anyLock: true },
+          [() => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'operator'), 'operator', owner), () => httpApplyOf(kind, manifest(name, 'http'))],
+          { inOrder: true },
+        );
+        expect(outcome).toMatchObject({ changed: true, adopted: true });
+        expect(status).toBe(200);
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
+        expect((await hub.services.manifests.owned(kind, { uid: owner.uid })).map((o) => o.name)).toEqual([name]);
+        expect(await removeHeld(kind, name)).toBe(true);
+      });
+
       it(`${kind.kind}: a running Operator reconciling the resource is a Conflict on Ready, the HTTP apply kept, no record`, async () => {
         const name = `adopt-raced-op-${kind.singular}`;
         const apiVersion = apiVersionOf(kind);
