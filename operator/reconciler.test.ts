@@ -1239,6 +1239,20 @@ describe('status, ownership and conflicts', () => {
         expect(await removeHeld(kind, name)).toBe(true);
       });
 
+      it(`${kind.kind}: the delete of a resource from before owner records (never adopted), the HTTP apply first: nothing deleted, the HTTP apply kept`, async () => {
+        const name = `unowned-raced-${kind.singular}`;
+        await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(name, 'legacy'), 'operator'));
+        const [status, deleted] = await httpThenOperator(
+          kind,
+          () => httpApplyOf(kind, manifest(name, 'http')),
+          () => hub.services.manifests.removeOwned(kind, 1, name, { unownedAppliedBy: 'operator' }),
+        );
+        expect(status).toBe(200);
+        expect(deleted).toBe(false);
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
+        expect(await removeHeld(kind, name)).toBe(true);
+      });
+
       it(`${kind.kind}: a running Operator reconciling the resource is a Conflict on Ready, the HTTP apply kept, no record`, async () => {
         const name = `adopt-raced-op-${kind.singular}`;
         const apiVersion = apiVersionOf(kind);

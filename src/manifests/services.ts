@@ -331,9 +331,13 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
         if ('uid' in by) {
           if (recorded?.uid !== by.uid) return false;
         } else {
-          if (recorded) return false;
-          const stored = await kind.handler.stored(tx, name);
-          if (!stored || stored.appliedBy !== by.unownedAppliedBy) return false;
+          const unowned = async () => !(await ownerOf(tx, kind, name)) && (await kind.handler.stored(tx, name))?.appliedBy === by.unownedAppliedBy;
+          if (recorded || !(await unowned())) return false;
+          // Asked again under the locks an apply of it takes (lockForApply, as applyIfChanged does): an
+          // HTTP apply, or another resource's adoption, that committed since the read above is seen
+          // (and its object kept); one to come waits for this delete.
+          await kind.handler.lockForApply(tx, name);
+          if (!(await unowned())) return false;
         }
         // The kind's delete takes the record with it (trigger forget_owner).
         const deleted = await kind.handler.remove(tx, name, { exportRunStaleAfterMs: deps.exportRunStaleAfterMs, afterCommit: (then) => committed.push(then) });
