@@ -229,6 +229,33 @@ describe('live stream bounds', () => {
     }
   }, 120_000);
 
+  it('hostile topics cost the poller no more than a plain one: each event type is matched against them once per subscriber, not at every event', async () => {
+    // Not started: the test hands events to the live subscribers as the poller does (offer).
+    const own = new LiveStream(db, { pollEvery: 60_000, batch: 500 });
+    // The most a caller may send: 50 topics of 200 characters that match no type, each ending in
+    // a literal after a run of stars, so every step of the type is tried.
+    const hostile = Array.from({ length: 50 }, (_, i) => `${'*'.repeat(197)}${String(i).padStart(2, '0')}z`);
+    const types = ['org.updated', 'org.created', 'connector.run.completed', 'data.row.changed'];
+    const fanOut = async (topics: string[]) => {
+      let delivered = 0;
+      const subs = [];
+      for (let i = 0; i < 100; i++) subs.push(await own.subscribe({ tenantId: 301, topics, deliver: () => ++delivered > 0 }));
+      const started = process.hrtime.bigint();
+      for (let i = 1; i <= 500; i++) {
+        const event = { id: i, tenantId: 301, type: types[i % types.length]!, payload: {}, createdAt: new Date(), position: { txid: String(2n ** 62n), id: i } };
+        for (const sub of subs) sub.offer(event, i);
+      }
+      const took = Number(process.hrtime.bigint() - started);
+      for (const sub of subs) sub.close();
+      return { took, delivered };
+    };
+    const plain = await fanOut(['org.*']);
+    const attacked = await fanOut(hostile);
+    expect([plain.delivered, attacked.delivered]).toEqual([100 * 250, 0]);
+    // Matched at every event, the hostile topics took about 500 times the plain one's time (5 s).
+    expect(attacked.took).toBeLessThan(10 * plain.took);
+  });
+
   it('stop ends every subscription with a reason', async () => {
     const own = new LiveStream(db, { pollEvery: 30, batch: 10 });
     own.start();
