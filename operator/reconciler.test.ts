@@ -1192,14 +1192,17 @@ describe('status, ownership and conflicts', () => {
   /** Deletes the object of that name (and its record) in tenant 1. */
   const removeHeld = (kind: ManifestKind, name: string) => hub.services.db.withTenant(1, (tx) => kind.handler.remove(tx, name, { afterCommit: () => {} }));
 
+  /** Applies RACE_ENTITY over HTTP (before the tests of a describe block that race Export and Workflow manifests). */
+  const applyRaceEntity = async () => {
+    const e = example('entity-partner.yaml');
+    expect(await httpApplyOf(ENTITY, { ...e, metadata: { name: RACE_ENTITY } })).toBe(201);
+  };
+  /** Deletes RACE_ENTITY (after them). */
+  const removeRaceEntity = () => removeHeld(ENTITY, RACE_ENTITY);
+
   describe('an HTTP apply of an unrecorded object committed while the operator adopts it', () => {
-    beforeAll(async () => {
-      const e = example('entity-partner.yaml');
-      expect(await httpApplyOf(ENTITY, { ...e, metadata: { name: RACE_ENTITY } })).toBe(201);
-    });
-    afterAll(async () => {
-      await removeHeld(ENTITY, RACE_ENTITY);
-    });
+    beforeAll(applyRaceEntity);
+    afterAll(removeRaceEntity);
 
     for (const { kind, manifest } of racing) {
       it(`${kind.kind}: the operator's apply, second, is a Conflict (created over HTTP), the HTTP apply kept, nothing recorded`, async () => {
@@ -1276,6 +1279,84 @@ describe('status, ownership and conflicts', () => {
         await until('the resource gone', () => !resource());
         expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
         expect(await removeHeld(kind, name)).toBe(true);
+      });
+    }
+  });
+
+  describe("a recorded object: the operator's apply or delete at the moment of an HTTP DELETE or apply of it", () => {
+    beforeAll(applyRaceEntity);
+    afterAll(removeRaceEntity);
+
+    /** DELETE /api/<plural>/<name> in tenant 1: its status. */
+    const httpDeleteOf = async (kind: ManifestKind, name: string) => (await fetch(`${hub.url}/api/${kind.plural}/${name}`, { method: 'DELETE', headers: { 'X-Tenant-ID': '1' } })).status;
+    /**
+     * Runs the HTTP request first, then `operator`, each started once those before it wait for a
+     * lock, while the object's row is held from another connection: the HTTP request waits for it
+     * first (and is granted it first); the operator has locked the object's owner record by then and
+     * waits behind it, for the row or (a process's, a workflow's apply) the tenant's turn the HTTP
+     * apply holds. Once the row goes, the HTTP request writes the object, which writes its owner
+     * record (trigger forget_owner on a delete, forget_change_warnings on a change of the manifest).
+     */
+    const httpThenOperatorOnRow = <T>(kind: ManifestKind, name: string, http: () => Promise<number>, operator: () => Promise<T>) =>
+      whileHeld<unknown>(
+        hub.services.db,
+        1,
+        { what: `the ${kind.singular}'s row`, take: (tx) => tx.query(`select 1 from ${kind.plural}.${kind.plural} where name = $1 for update`, [name]), anyLock: true },
+        [http, operator],
+        { inOrder: true },
+      ) as Promise<[number, T]>;
+    /** Applies the legacy manifest of `name` as the resource of that uid (changed: its warnings recorded). */
+    const recorded = async (kind: ManifestKind, manifest: (typeof racing)[number]['manifest'], name: string) => {
+      const owner = { namespace: NS, name, uid: `${name}-uid`, generation: 1 };
+      expect(await hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'legacy'), 'operator', owner)).toMatchObject({ changed: true, created: true });
+      return owner;
+    };
+
+    for (const { kind, manifest } of racing) {
+      it(`${kind.kind}: an HTTP DELETE, then the operator's apply of the next generation: both answer (no deadlock), the operator applies it anew and records it`, async () => {
+        const name = `deleted-raced-${kind.singular}`;
+        const owner = await recorded(kind, manifest, name);
+        const [status, outcome] = await httpThenOperatorOnRow(
+          kind,
+          name,
+          () => httpDeleteOf(kind, name),
+          () => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'operator'), 'operator', { ...owner, generation: 2 }),
+        );
+        expect(status).toBe(204);
+        expect(outcome).toMatchObject({ changed: true, created: true });
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'operator'));
+        expect((await hub.services.manifests.owned(kind, { uid: owner.uid })).map((o) => o.name)).toEqual([name]);
+        expect(await hub.services.manifests.removeOwned(kind, 1, name, { uid: owner.uid })).toBe(true);
+      });
+
+      it(`${kind.kind}: an HTTP DELETE, then the resource's delete (removeOwned): both answer (no deadlock), the HTTP DELETE deleted it`, async () => {
+        const name = `deleted-raced-remove-${kind.singular}`;
+        const owner = await recorded(kind, manifest, name);
+        const [status, deleted] = await httpThenOperatorOnRow(
+          kind,
+          name,
+          () => httpDeleteOf(kind, name),
+          () => hub.services.manifests.removeOwned(kind, 1, name, { uid: owner.uid }),
+        );
+        expect(status).toBe(204);
+        expect(deleted).toBe(false);
+        expect(await heldManifest(kind, name)).toBeUndefined();
+        expect(await hub.services.manifests.owned(kind, { uid: owner.uid })).toEqual([]);
+      });
+
+      it(`${kind.kind}: an HTTP apply of another manifest, then the operator's apply of the next generation: both answer (no deadlock), the operator's applied over the edit`, async () => {
+        const name = `edited-raced-${kind.singular}`;
+        const owner = await recorded(kind, manifest, name);
+        const [status, outcome] = await httpThenOperatorOnRow(
+          kind,
+          name,
+          () => httpApplyOf(kind, manifest(name, 'http')),
+          () => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'operator'), 'operator', { ...owner, generation: 2 }),
+        );
+        expect(status).toBe(200);
+        expect(outcome).toMatchObject({ changed: true, created: false, adopted: false });
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'operator'));
+        expect(await hub.services.manifests.removeOwned(kind, 1, name, { uid: owner.uid })).toBe(true);
       });
     }
   });

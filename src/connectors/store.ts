@@ -4,7 +4,7 @@ import { isoTimestampSql } from '../db/timestamps.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { NotFoundError, ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeObjectTurn, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { csvSourceId, lockCsvSource } from './csv-source.js';
 import { samePath } from './jsonpath.js';
 import { redactQueryCredentials } from './auth/stated-credentials.js';
@@ -115,6 +115,8 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const first = check.errors[0];
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;
+  // The object's turn first (takeObjectTurn): before its row, the tenant's turn and its owner record.
+  await takeObjectTurn(tx, 'connectors', draft.name);
   // Locked as the upsert below would lock it: the connector replaced is the one read (replacedScopes).
   const held = async () => (await tx.query<ConnectorRow>(`select ${COLUMNS} from connectors.connectors where name = $1 for no key update`, [draft.name])).rows[0];
   const unchanged = async (stored: ConnectorRow | undefined): Promise<ApplyResult | undefined> =>

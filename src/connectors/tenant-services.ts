@@ -4,6 +4,7 @@ import type { Page, PageRequest } from '../db/keyset.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { type Caller, requireEvery, scopeAccess } from '../admin/scope-access.js';
 import { NotFoundError, ScopeNotGranted } from '../errors.js';
+import { takeObjectTurn } from '../manifests/tenant-cap.js';
 import { logger } from '../observability/logger.js';
 import { type CsvIngestRequest, ingestCsv } from './csv-ingest.js';
 import type { ConnectorRunner } from './runner.js';
@@ -148,6 +149,8 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
       },
       remove: async (t, caller, name) => {
         const deleted = await db.withTenant(t, async (tx) => {
+          // The object's turn first (takeObjectTurn): before its row, which the delete locks, and its owner record, which it deletes.
+          await takeObjectTurn(tx, 'connectors', name);
           const access = await scopeAccess(tx, caller);
           if (access.bound) {
             const scopes = await lockedConnectorScopes(tx, name);

@@ -2,6 +2,7 @@ import { type Caller, removeHeld, requireEvery, scopeAccess } from '../admin/sco
 import { requireTableWriters } from '../connectors/target/writers.js';
 import type { Database, TenantId } from '../db/database.js';
 import { NotFoundError } from '../errors.js';
+import { takeObjectTurn } from '../manifests/tenant-cap.js';
 import { type ApplyResult, applyEntity, deleteEntity, type EntityDef, type EntityDetail, type EntityRecord, getEntity, listEntities, loadEntity, lockedEntityScopes } from './store.js';
 
 /**
@@ -42,7 +43,11 @@ export function createEntityServices(deps: { db: Database }): EntityServices {
     list: (t) => db.withTenant(t, (tx) => listEntities(tx)),
     get: async (t, name) => found(await db.withTenant(t, (tx) => getEntity(tx, name)), name),
     remove: async (t, caller, name) => {
-      const deleted = await db.withTenant(t, (tx) => removeHeld(tx, caller, () => lockedEntityScopes(tx, name), () => deleteEntity(tx, name)));
+      const deleted = await db.withTenant(t, async (tx) => {
+        // The object's turn first (takeObjectTurn): before its row, which the delete locks, and its owner record, which it deletes.
+        await takeObjectTurn(tx, 'entities', name);
+        return removeHeld(tx, caller, () => lockedEntityScopes(tx, name), () => deleteEntity(tx, name));
+      });
       if (!deleted) throw new NotFoundError(`entity ${name.toLowerCase()} not found`);
     },
     load: (t, name) => db.withTenant(t, (tx) => loadEntity(tx, name)),

@@ -1,7 +1,7 @@
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeObjectTurn, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { type EntityDraft, checkEntityManifest, type Issue, mappingField } from './manifest/validate.js';
 import { BOOKKEEPING_COLUMNS, parseMapping } from './mapping.js';
 import { sourceColumns } from './relation.js';
@@ -74,6 +74,8 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
   const first = check.errors[0];
   if (first || !check.entity) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.entity;
+  // The object's turn first (takeObjectTurn): before its row, the tenant's turn and its owner record.
+  await takeObjectTurn(tx, 'entities', draft.name);
   const warnings = [...check.warnings, ...(await checkSources(tx, draft))];
   // Locked as the upsert below would lock it: the entity replaced is the one read (replacedScopes).
   const held = async () =>

@@ -19,6 +19,7 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { EntityDefinitionError, entityRelation } from '../entities/relation.js';
 import { loadEntity } from '../entities/store.js';
 import { ConflictError, NotFoundError, ScopeNotGranted } from '../errors.js';
+import { takeObjectTurn } from '../manifests/tenant-cap.js';
 import { logger } from '../observability/logger.js';
 import type { SecretStore } from '../platform/secrets/store.js';
 import { csvSnapshot } from './csv/writer.js';
@@ -243,6 +244,8 @@ export function createExportServices(deps: ExportDeps): ExportServices {
         // was first, so the scope checked is the one of the export deleted, and of two deletes the
         // second finds none (404), as for every other kind.
         const { exportName, stopped, ended } = await db.withTenant(t, async (tx) => {
+          // The object's turn first (takeObjectTurn): before its row, which the delete locks, and its owner record, which it deletes.
+          await takeObjectTurn(tx, 'exports', name);
           const exp = await found(tx, caller, name, 'update');
           return { exportName: exp.name, ...(await deleteExport(tx, name, dead)) };
         });

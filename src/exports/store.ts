@@ -2,7 +2,7 @@ import type { Tx } from '../db/database.js';
 import type { EgressPolicy } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeObjectTurn, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { checkAgainstEntity, checkExportManifest, type EntityShape, type Issue } from './manifest/validate.js';
 import type { ExportSpec } from './types.js';
 import { type DeadRunRule, deadRunStop, EXPORT_DELETED, endIfDead, requestStop } from './runs/ledger.js';
@@ -66,6 +66,8 @@ export async function applyExport(
   const first = check.errors[0];
   if (first || !check.spec) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const spec = check.spec;
+  // The object's turn first (takeObjectTurn): before its row, the tenant's turn and its owner record.
+  await takeObjectTurn(tx, 'exports', spec.name);
   const problem = checkAgainstEntity(spec, await opts.entity(tx, spec.entity))[0];
   if (problem) throw new ValidationError(problem.message, problem.field);
   // The export this apply replaces, its row held until the transaction ends: replacing an export

@@ -4,6 +4,7 @@ import type { EgressPolicy } from '../egress/policy.js';
 import { ConflictError, ValidationError } from '../errors.js';
 import { sameManifest } from './canonical.js';
 import type { ManifestKind } from './kinds.js';
+import { takeObjectTurn } from './tenant-cap.js';
 
 /**
  * What a manifest source other than the HTTP API (the Kubernetes operator) does with the hub: each
@@ -24,6 +25,12 @@ import type { ManifestKind } from './kinds.js';
  * rolled back and made again, and finds the first's record: the conflict). Cleanup goes through the
  * record (`owned`, `removeOwned`); the record goes with its object whatever deletes it (a trigger per
  * kind's table, migrations/manifests).
+ *
+ * Locks, in one order for every writer of an object and its record (no deadlock between them): the
+ * object's turn (takeObjectTurn: an HTTP apply or delete, an apply or delete here), then its record
+ * (read locked here), then what the kind's apply or delete locks (its row, the tenant's turn). The
+ * triggers that write the record after the row (a delete, a change of the manifest) run under the
+ * object's turn, so nothing waits for a record while it holds the row.
  */
 
 /** The custom resource that manages (or wants to manage) a hub object. */
@@ -230,6 +237,9 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
   /** applyIfChanged in one transaction: throws RecordTaken (rolled back) when another resource recorded itself first. */
   const applyOnce: ManifestServices['applyIfChanged'] = (kind, tenantId, name, manifest, actor, owner, fence) =>
     db.withTenant(tenantId, async (tx): Promise<ApplyOutcome> => {
+      // The object's turn before its record is locked (takeObjectTurn): an HTTP apply or delete of it
+      // takes the turn before the row, then writes the record (triggers); this takes the record, then the row.
+      await takeObjectTurn(tx, kind.plural, name);
       let found = await ownership(tx, kind, name, owner, actor);
       if (!found.recorded && !found.conflict) {
         // A new name, or an unrecorded object to adopt: nothing of it was locked by that read, so a
@@ -301,6 +311,7 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
     },
     checkApply: (kind, tenantId, name, manifest, actor, owner) =>
       rolledBack(tenantId, async (tx) => {
+        await takeObjectTurn(tx, kind.plural, name);
         const { conflict } = await ownership(tx, kind, name, owner, actor);
         if (!conflict) await kind.handler.apply(tx, manifest, actor, context);
         return conflict;
@@ -327,6 +338,8 @@ export function createManifestServices(deps: { db: Database; admin: AdminService
     async removeOwned(kind, tenantId, name, by, fence) {
       const committed: Array<() => void> = [];
       const removed = await db.withTenant(tenantId, async (tx) => {
+        // As applyOnce: the object's turn before its record, then its row (the delete).
+        await takeObjectTurn(tx, kind.plural, name);
         const recorded = await ownerOf(tx, kind, name);
         if ('uid' in by) {
           if (recorded?.uid !== by.uid) return false;

@@ -17,8 +17,24 @@ export async function takeTenantTurn(tx: Tx, plural: string): Promise<void> {
 }
 
 /**
+ * Takes the object's turn: the transaction's tenant's lock on the object `name` of `plural` (a
+ * connector, entity, export, process or workflow: lower-cased, as most kinds store names), whether
+ * or not it exists, until the transaction ends. Taken first, before the object's row, the tenant's
+ * turn and the object's owner record (manifests.owners), by every write of the object or of its
+ * record: an apply or a delete over HTTP, the operator's apply and delete. The record is written by
+ * triggers when the object's row is deleted or its manifest changes (after the row), and by the
+ * operator, which reads it locked before the row: without this turn, an HTTP delete or apply holding
+ * the row while it waits for the record, and the operator holding the record while it waits for the
+ * row, was a deadlock (one of them failed, the HTTP request with a 503). A transaction writes one
+ * object: it takes one such turn (taken again, it is held already).
+ */
+export async function takeObjectTurn(tx: Tx, plural: string, name: string): Promise<void> {
+  await tx.query(`select pg_advisory_xact_lock(hashtextextended('svc-hub:object:' || $1 || ':' || core.current_tenant()::text || ':' || lower($2), 0))`, [plural, name]);
+}
+
+/**
  * Takes the locks a kind's apply of `name` takes before it writes the object (until the transaction
- * ends), in the order that apply takes them: the row of that name in `table` (none when there is no
+ * ends), in the order that apply takes them: the object's turn (takeObjectTurn), then the row of that name in `table` (none when there is no
  * such row) in `mode`, the mode of the apply's own read and upsert of it, and the tenant's turn for
  * `plural` (takeTenantPlace). `order`: `row-then-turn` for the kinds whose apply reads the object it
  * replaces, locked, before it waits for the turn (connectors, entities, exports); `turn-then-row` for
@@ -32,6 +48,7 @@ export async function takeApplyLocks(
   name: string,
 ): Promise<void> {
   const row = () => tx.query(`select 1 from ${kind.table} where ${kind.where ?? 'name = lower($1)'} ${kind.mode}`, [name]);
+  await takeObjectTurn(tx, kind.plural, name);
   if (kind.order === 'turn-then-row') await takeTenantTurn(tx, kind.plural);
   await row();
   if (kind.order === 'row-then-turn') await takeTenantTurn(tx, kind.plural);

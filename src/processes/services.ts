@@ -2,6 +2,7 @@ import { type Caller, scopeAccess } from '../admin/scope-access.js';
 import type { Database, TenantId, Tx } from '../db/database.js';
 import type { Page, PageRequest } from '../db/keyset.js';
 import { NotFoundError, ScopeNotGranted } from '../errors.js';
+import { takeObjectTurn } from '../manifests/tenant-cap.js';
 import { dormantWorkflow } from '../events/scoped-families.js';
 import type { EventWriter } from '../events/outbox.js';
 import { listWorkflows } from '../workflows/store.js';
@@ -49,7 +50,12 @@ export function createProcessServices(deps: { db: Database; events: EventWriter 
       return found;
     },
     remove: async (t, name) => {
-      if (!(await db.withTenant(t, (tx) => deleteProcess(tx, name)))) throw new NotFoundError(`process ${name.toLowerCase()} not found`);
+      const deleted = await db.withTenant(t, async (tx) => {
+        // The object's turn first (takeObjectTurn): before its row, which the delete locks, and its owner record, which it deletes.
+        await takeObjectTurn(tx, 'processes', name);
+        return deleteProcess(tx, name);
+      });
+      if (!deleted) throw new NotFoundError(`process ${name.toLowerCase()} not found`);
     },
     inbox: {
       list: (t, caller, page, opts) => db.withTenant(t, async (tx) => listInbox(tx, page, { ...opts, workflows: await heldWorkflows(tx, caller) })),

@@ -2,7 +2,7 @@ import { activeTenant } from '../db/active-tenant.js';
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeObjectTurn, takeTenantPlace } from '../manifests/tenant-cap.js';
 import type { Issue } from '../validation/schema-errors.js';
 import { checkProcessManifest, type ProcessDraft } from './manifest/validate.js';
 
@@ -72,6 +72,8 @@ export const lockForApply = (tx: Tx, name: string): Promise<void> =>
 export async function applyProcess(tx: Tx, manifest: unknown, opts: { actor?: string } = {}): Promise<ApplyResult> {
   if (tx.tenantId === undefined) throw new Error('processes are stored per tenant: use Database.withTenant');
   const p = checkedProcess(manifest);
+  // The object's turn first (takeObjectTurn): before its row, the tenant's turn and its owner record.
+  await takeObjectTurn(tx, 'processes', p.name);
   const unchanged = async () => {
     const { rows } = await tx.query<Row>(`select ${COLUMNS} from processes.processes where name = lower($1)`, [p.name]);
     const stored = rows[0];

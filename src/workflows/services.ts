@@ -1,6 +1,7 @@
 import { type Caller, removeHeld, requireEvery, scopeAccess } from '../admin/scope-access.js';
 import type { Database, TenantId } from '../db/database.js';
 import { NotFoundError } from '../errors.js';
+import { takeObjectTurn } from '../manifests/tenant-cap.js';
 import type { EventWriter } from '../events/outbox.js';
 import { type ApplyResult, applyWorkflow, deleteWorkflow, getWorkflow, listWorkflows, lockedWorkflowScopes, type WorkflowDetail, type WorkflowRecord } from './store.js';
 import { type SweepResult, sweepWorkflows } from './sweep.js';
@@ -53,7 +54,11 @@ export function createWorkflowServices(deps: { db: Database; events: EventWriter
         return workflow;
       }),
     remove: async (t, caller, name) => {
-      const deleted = await db.withTenant(t, (tx) => removeHeld(tx, caller, () => lockedWorkflowScopes(tx, name), () => deleteWorkflow(tx, name)));
+      const deleted = await db.withTenant(t, async (tx) => {
+        // The object's turn first (takeObjectTurn): before its row, which the delete locks, and its owner record, which it deletes.
+        await takeObjectTurn(tx, 'workflows', name);
+        return removeHeld(tx, caller, () => lockedWorkflowScopes(tx, name), () => deleteWorkflow(tx, name));
+      });
       if (!deleted) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
     },
     sweep: (going) => sweepWorkflows(db, deps.events, { batch: deps.sweepBatch, going }),

@@ -2,7 +2,7 @@ import type { Tx } from '../db/database.js';
 import { loadEntity } from '../entities/store.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
-import { takeApplyLocks, takeTenantPlace } from '../manifests/tenant-cap.js';
+import { takeApplyLocks, takeObjectTurn, takeTenantPlace } from '../manifests/tenant-cap.js';
 import { dropKeyedCorpus, writeKeyedCorpus } from '../retrieval/keyed-corpus.js';
 import { lifecycleCorpus, lifecycleDocuments } from './lifecycle.js';
 import { checkWorkflowManifest, type Issue } from './manifest/validate.js';
@@ -78,6 +78,8 @@ export async function applyWorkflow(tx: Tx, manifest: unknown, opts: { actor?: s
   if (first || !check.workflow) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.workflow;
   const warnings = [...check.warnings];
+  // The object's turn first (takeObjectTurn): before its row, the tenant's turn and its owner record.
+  await takeObjectTurn(tx, 'workflows', draft.name);
 
   await takeTenantPlace(tx, { table: 'workflows.workflows', noun: 'workflow', plural: 'workflows', max: MAX_WORKFLOWS_PER_TENANT }, draft.name);
 
