@@ -3,7 +3,7 @@ import pg from 'pg';
 import { hubRunner } from '../../test/harness/connector-runner.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
 import { TEST_ROLES } from '../../test/harness/database.js';
-import { Database, type TenantTxOptions, type Tx } from '../db/database.js';
+import { type CommitHook, Database, runWithCommitHook, type TenantTxOptions, type Tx } from '../db/database.js';
 import { pendingIndexer } from '../retrieval/indexer.js';
 import { roleUrl } from '../db/roles.js';
 import type { PageReader } from './runner.js';
@@ -51,7 +51,11 @@ const pages = (count: number, beforePage?: (n: number) => Promise<void>): PageRe
   },
 });
 
-/** The hub's database, each tenant transaction's options and `synchronous_commit` as it committed recorded. */
+/**
+ * The hub's database, each tenant transaction's options and `synchronous_commit` as it commits recorded: read as
+ * the transaction's first statement (a chunk's last statement carries its COMMIT, so nothing can follow it), the
+ * setting being the transaction's own from its opening on.
+ */
 function recording(seen: Array<{ options?: TenantTxOptions; synchronousCommit: string }>): Database {
   const db = hub.services.db;
   return Object.assign(Object.create(db) as Database, {
@@ -59,8 +63,8 @@ function recording(seen: Array<{ options?: TenantTxOptions; synchronousCommit: s
       db.withTenant(
         tenantId,
         async (tx) => {
-          const result = await fn(tx);
           const { rows } = await tx.query<{ s: string }>(`select current_setting('synchronous_commit') as s`);
+          const result = await fn(tx);
           seen.push({ options, synchronousCommit: rows[0]!.s });
           return result;
         },
@@ -101,6 +105,21 @@ describe("a run's chunks commit asynchronously, its end synchronously", () => {
     expect((await emitting.done)[0]).toMatchObject({ status: 'Completed', recordsOut: 30 });
     expect(seen.some((s) => s.options?.asyncCommit)).toBe(false);
     expect(seen.every((s) => s.synchronousCommit === 'on')).toBe(true);
+  });
+
+  it("a run a request triggered writes outside the request's commit hook: its chunks commit in the message of their counts row", async () => {
+    // What the request's audit entry is: a hook called before the COMMIT of each of the request's transactions.
+    const hook: CommitHook & { calls: number } = {
+      calls: 0,
+      async beforeCommit() {
+        this.calls++;
+        return undefined;
+      },
+    };
+    const done = await runWithCommitHook(hook, async () => (await runnerOn(hub.services.db).trigger(1, connector, { triggeredBy: 'manual', reader: pages(3) })).done);
+    expect(done[0]).toMatchObject({ status: 'Completed', recordsOut: 30, chunkCount: 3 });
+    // The trigger's own transaction (which records the run) only: not the run's chunks, nor its end.
+    expect(hook.calls).toBe(1);
   });
 
   it('a chunk lost before the end fails the run (retryable), without moving the watermark, instead of completing it', async () => {

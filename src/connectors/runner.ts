@@ -1,4 +1,4 @@
-import type { Database, Tx } from '../db/database.js';
+import { type Database, outsideCommitHooks, type Tx } from '../db/database.js';
 import { dataErrorCode, describeDataError, END_NOT_STORED } from '../db/data-errors.js';
 import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import type { EventWriter } from '../events/outbox.js';
@@ -10,8 +10,8 @@ import { loggableMessage } from '../observability/database-errors.js';
 import { lockCsvSource } from './csv-source.js';
 import type { RowIndexer } from './indexer.js';
 import { deadLettersTotal, runsTotal } from './metrics.js';
-import { type DeadLetterInput, insertDeadLetters } from './runs/dead-letters.js';
-import { addChunk, cancelRequested, type ChunkAnswer, chunkAdded, chunkStatement, createRun, finishRun, heartbeat, holdRunning, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
+import { type DeadLetterInput, deadLettersStatement, insertDeadLetters } from './runs/dead-letters.js';
+import { addChunk, cancelRequested, type ChunkAnswer, chunkAdded, chunkStatement, createRun, runClosed, finishRun, heartbeat, holdRunning, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
 import { type ExtSchema, publicTableMessage, tenantTableText } from './target/ddl.js';
 import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
@@ -360,8 +360,11 @@ export class ConnectorRunner {
     // The runs as the tenant's unit of work (a scheduler's job serves every tenant): their lines carry
     // the tenant, the credentials they resolve are scrubbed from their lines only.
     const reader = options.reader ?? this.o.reader;
+    // Outside the commit hook of the request that triggered them (or cancelled one queued): their transactions are
+    // not the request's (its audit entry commits with the runs' records, above), and a chunk's COMMIT then goes in
+    // the message of its last statement (writeChunk).
     const executeRun = (run: RunRecord, endpoint: EndpointSpec, controller: AbortController) =>
-      runForTenant(tenantId, () => this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, reader, controller));
+      outsideCommitHooks(() => runForTenant(tenantId, () => this.execute(tenantId, connector, endpoint, run, options.emitsRowChanges ?? false, reader, controller)));
     // A run waiting for the earlier endpoints of its trigger that is stopped (a cancel, the hub
     // stopping) ends at once rather than when its turn comes: its endpoint is free again meanwhile.
     const begun = new Map<string, Promise<RunRecord>>();
@@ -756,15 +759,22 @@ export class ConnectorRunner {
     const changes = emitsRowChanges && (await this.o.subscribers.any(tx, 'data.row.changed'));
     const handOff = this.o.indexer.rowsWrittenStatement;
     if (!changes && !how.rowByRow && storable.length > 0 && handOff) {
-      // The common chunk (one statement for its rows, no change to tell): its hand-off entry and its
-      // counts row go in the same message as its rows' statement (one round trip for the three).
-      // Every storable row is written (a refusal fails the statement, and the chunk is written again
-      // row by row), so its counts are known before.
+      // The common chunk (one statement for its rows, no change to tell): its hand-off entry, its dead
+      // letters, its counts row and the COMMIT go in the same message as its rows' statement (one round
+      // trip for the chunk's transaction). Every storable row is written (a refusal fails the statement,
+      // and the chunk is written again row by row), so its counts are known before. A run closed
+      // elsewhere fails the counts row's statement (RunClosedError), and the COMMIT after it is skipped.
       const entry = handOff({ ...ids, connectorName: connector.name, table: endpoint.target.table, scopes: connector.scopes, rows: storable });
+      const dead = deadLettersStatement({ runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
       const counts = chunkStatement(run.id, { in: items.length, out: storable.length, skipped: losses.length, deadLetters: losses.length });
-      const { last } = await upsertChunkThen<ChunkAnswer>(tx, endpoint.target, storable, ids, { expectNew: how.expectNew, unpromoted: how.unpromoted }, entry ? [entry, counts] : [counts]);
-      const { cancelRequested } = chunkAdded(run.id, last.rows);
-      await insertDeadLetters(tx, { runId: run.id, connectorId: connector.id, endpointUuid: endpoint.uuid }, losses);
+      const after = [...(entry ? [entry] : []), ...(dead ? [dead] : []), counts] as const;
+      let last: { rows: ChunkAnswer[] };
+      try {
+        ({ last } = await upsertChunkThen<ChunkAnswer>(tx, endpoint.target, storable, ids, { expectNew: how.expectNew, unpromoted: how.unpromoted }, after, { commit: true }));
+      } catch (err) {
+        throw runClosed(err, run.id);
+      }
+      const { cancelRequested } = chunkAdded(last.rows);
       this.countDeadLetters(losses);
       return { cancelRequested, deadLetters: losses.length };
     }

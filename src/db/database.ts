@@ -50,6 +50,18 @@ export interface QueryOptions {
   types?: pg.CustomTypesConfig;
 }
 
+/**
+ * How the last statement of a message is sent (Tx.queryAfter, Tx.copyThen): as any statement (QueryOptions), and
+ * with `commit`, the transaction's COMMIT in the same message, after it (one round trip fewer), where no commit hook
+ * is in force (runWithCommitHook: its work must run after the transaction's writes and before its COMMIT); with a hook,
+ * the transaction commits at the end of its unit of work, as any other. Either way the statement is then the unit's
+ * last: one sent after it fails. A failure of the message (of any of its statements, or of the COMMIT itself) fails
+ * the unit, and the transaction is rolled back. Test doubles ignore it (their transaction commits at its end).
+ */
+export interface LastStatementOptions extends QueryOptions {
+  commit?: boolean;
+}
+
 /** A statement to send (Tx.queryAfter): its text, its parameters' values, and whether it is a named statement (QueryOptions.prepare). */
 export interface Statement {
   text: string;
@@ -66,7 +78,7 @@ export async function queryAfter<R extends pg.QueryResultRow = pg.QueryResultRow
   before: readonly Statement[],
   text: string,
   values?: unknown[],
-  options?: QueryOptions,
+  options?: LastStatementOptions,
 ): Promise<pg.QueryResult<R>> {
   if (tx.queryAfter) return tx.queryAfter<R>(before, text, values, options);
   for (const statement of before) await tx.query(statement.text, statement.values, { prepare: statement.prepare });
@@ -90,7 +102,7 @@ export async function copyThen<R extends pg.QueryResultRow = pg.QueryResultRow>(
   after: readonly Statement[],
   text: string,
   values?: unknown[],
-  options?: QueryOptions,
+  options?: LastStatementOptions,
 ): Promise<pg.QueryResult<R>> {
   if (tx.copyThen) return tx.copyThen<R>(copy, after, text, values, options);
   if (!tx.copyFrom) throw new Error('this transaction cannot COPY');
@@ -107,9 +119,10 @@ export interface Tx {
    * each statement alone costs one): run in order, as if sent one after the other; answers `text`'s
    * result (those of `before` are dropped). An error in any of them fails the call, and the
    * statements after it are not run (the transaction is then aborted, as after any failed
-   * statement). Absent on test doubles: `queryAfter` (below) sends them one after the other there.
+   * statement). With `commit`, the transaction's COMMIT may go in the message too (LastStatementOptions).
+   * Absent on test doubles: `queryAfter` (below) sends them one after the other there.
    */
-  queryAfter?<R extends pg.QueryResultRow = pg.QueryResultRow>(before: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
+  queryAfter?<R extends pg.QueryResultRow = pg.QueryResultRow>(before: readonly Statement[], text: string, values?: unknown[], options?: LastStatementOptions): Promise<pg.QueryResult<R>>;
   /**
    * `COPY … FROM STDIN` on the transaction's own connection: `rows` is the text-format data (lines
    * already escaped), whole or in pieces; each piece is taken from `rows` only once the one before it
@@ -124,10 +137,10 @@ export interface Tx {
    * A `COPY … FROM STDIN` (`copy.before` first), its data, then `after` and `text`, all in one message (one round
    * trip; the transaction's opening with them when not sent yet): the statements after the COPY are sent without
    * waiting for it to finish, and run once it has. Answers `text`'s result; a failure of any fails the call (the
-   * transaction is then aborted), none after it runs. Absent on test doubles (`copyThen`, above, sends them one
-   * after the other there).
+   * transaction is then aborted), none after it runs; with `commit`, the COMMIT may go in the message too
+   * (LastStatementOptions). Absent on test doubles (`copyThen`, above, sends them one after the other there).
    */
-  copyThen?<R extends pg.QueryResultRow = pg.QueryResultRow>(copy: CopyIn, after: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions): Promise<pg.QueryResult<R>>;
+  copyThen?<R extends pg.QueryResultRow = pg.QueryResultRow>(copy: CopyIn, after: readonly Statement[], text: string, values?: unknown[], options?: LastStatementOptions): Promise<pg.QueryResult<R>>;
   /**
    * `COPY … TO STDOUT` on the transaction's own connection: the bytes, read from the server only as
    * fast as they are consumed. Consume it to its end before the next statement. Destroying it
@@ -170,6 +183,14 @@ carryIntoQueuedJobs(commitHooks);
 /** Runs fn with `hook` called before the commit of every transaction it (and work it starts) opens. */
 export function runWithCommitHook<T>(hook: CommitHook, fn: () => T): T {
   return commitHooks.run(hook, fn);
+}
+
+/**
+ * Runs fn (and work it starts) outside any commit hook: for background work a request only started (a
+ * connector run), whose transactions are not the request's and carry none of its work (its audit entry).
+ */
+export function outsideCommitHooks<T>(fn: () => T): T {
+  return commitHooks.exit(fn);
 }
 
 /** `svc.datasource.idle-timeout`'s default. */
@@ -389,11 +410,22 @@ export class Database {
       opened ??= client.query(opening.join(';\n'));
       return opened;
     };
+    const hook = commitHooks.getStore();
+    /** The message that carried the COMMIT (LastStatementOptions.commit), once sent. */
+    let committing: Promise<unknown> | undefined;
     /** `text` after `before` (none: alone), in one message; the transaction's opening first when not sent yet. */
-    const send = <R extends pg.QueryResultRow>(before: readonly Opening[], text: string, values?: unknown[], options?: QueryOptions) => {
+    const send = <R extends pg.QueryResultRow>(before: readonly Opening[], text: string, values?: unknown[], options?: LastStatementOptions) => {
+      if (committing) return Promise.reject(new Error(AFTER_COMMIT));
       const name = nameFor(client, text, options);
-      if (opened) return traced<R>(client, text, values, before.length > 0 ? before : undefined, name, options?.types);
-      const first = traced<R>(client, text, values, [...opening, ...before], name, options?.types);
+      // Without a commit hook only: the hook's work must come between the unit's writes and the COMMIT.
+      const closing = options?.commit && !hook ? COMMIT : undefined;
+      if (opened) {
+        const sent = traced<R>(client, text, values, before.length > 0 ? before : undefined, name, options?.types, closing);
+        if (closing) committing = sent;
+        return sent;
+      }
+      const first = traced<R>(client, text, values, [...opening, ...before], name, options?.types, closing);
+      if (closing) committing = first;
       // The first statement's own failure is the caller's to handle (as any statement's); what
       // matters from here on is only that the transaction was opened.
       opened = first.then(
@@ -407,11 +439,12 @@ export class Database {
     const tx: Tx = {
       tenantId,
       query: <R extends pg.QueryResultRow>(text: string, values?: unknown[], options?: QueryOptions) => send<R>([], text, values, options),
-      queryAfter: <R extends pg.QueryResultRow>(before: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions) =>
+      queryAfter: <R extends pg.QueryResultRow>(before: readonly Statement[], text: string, values?: unknown[], options?: LastStatementOptions) =>
         send<R>(sentAhead(before), text, values, options),
-      copyThen: <R extends pg.QueryResultRow>(copy: CopyIn, after: readonly Statement[], text: string, values?: unknown[], options?: QueryOptions) =>
+      copyThen: <R extends pg.QueryResultRow>(copy: CopyIn, after: readonly Statement[], text: string, values?: unknown[], options?: LastStatementOptions) =>
         send<R>([...(copy.before ?? []), { copy: copy.sql, data: copy.data }, ...sentAhead(after)], text, values, options),
       copyFrom: (sql, rows, options) => {
+        if (committing) return Promise.reject(new Error(AFTER_COMMIT));
         const before = options?.before ?? [];
         if (opened) return copyInto(client, sql, rows, before);
         // The opening goes in the COPY's message too (one round trip fewer); its failure is the COPY's.
@@ -428,11 +461,16 @@ export class Database {
         return copyOut(client, sql, options?.crlf === true);
       },
     };
-    const hook = commitHooks.getStore();
     let followUp: CommitFollowUp | undefined;
     let broken = false;
     try {
       const result = await fn(tx);
+      if (committing) {
+        // Committed in the message of the unit's last statement (no hook in force): a failure of that message
+        // the unit did not pass on still fails it (and rolls the transaction back, below).
+        await committing;
+        return result;
+      }
       if (hook) followUp = await hook.beforeCommit(tx, pool === this.app ? 'app' : 'worker');
       if (opened) {
         // A failed opening (the COPY path does not await it) must fail the transaction here.
@@ -481,6 +519,10 @@ export interface TenantTxOptions {
   asyncCommit?: boolean;
 }
 
+/** What ends a message that commits its transaction (LastStatementOptions.commit). */
+const COMMIT = ['commit'] as const;
+const AFTER_COMMIT = 'the transaction was committed with its last statement: nothing can be sent after it';
+
 /** The setting that makes a transaction's COMMIT asynchronous (TenantTxOptions.asyncCommit). */
 const ASYNC_COMMIT = `set_config('synchronous_commit', 'off', true)`;
 
@@ -510,7 +552,8 @@ const NO_ATTRIBUTES = {};
 
 /**
  * One statement in a span; with `opening`, the statements that open its transaction go with it (one
- * round trip); with `types`, its values are read by those parsers (QueryOptions.types).
+ * round trip), with `closing`, the statements that end it (its COMMIT) after it; with `types`, its
+ * values are read by those parsers (QueryOptions.types).
  */
 function traced<R extends pg.QueryResultRow>(
   client: pg.PoolClient | pg.Pool,
@@ -519,10 +562,11 @@ function traced<R extends pg.QueryResultRow>(
   opening?: readonly Opening[],
   name?: string,
   types?: pg.CustomTypesConfig,
+  closing?: readonly string[],
 ): Promise<pg.QueryResult<R>> {
   const run = () =>
-    opening
-      ? queryAfterOpening<R>(client as pg.PoolClient, opening, text, values, name, types)
+    opening || closing
+      ? queryAfterOpening<R>(client as pg.PoolClient, opening ?? [], text, values, name, types, closing)
       : name || types
         ? client.query<R>({ name, text, values: values as unknown[], types })
         : client.query<R>(text, values as unknown[]);

@@ -78,6 +78,7 @@ interface QueryInternals {
   hasBeenParsed(connection: pg.Connection): boolean;
   handleError(err: Error, connection: pg.Connection): void;
   handleReadyForQuery(connection: pg.Connection): void;
+  _getRows(connection: pg.Connection, rows: number | undefined): void;
 }
 /** The named statements node-postgres knows a connection to hold (name to text). */
 const parsedOn = (connection: pg.Connection) => (connection as unknown as { parsedStatements: Record<string, string> }).parsedStatements;
@@ -97,10 +98,13 @@ class OpeningQuery extends Query {
     callback: (err: Error | undefined, result: pg.QueryResult) => void,
     name?: string,
     types?: pg.CustomTypesConfig,
+    /** Statements without parameters sent after the statement in its message (its transaction's COMMIT); their results are dropped. */
+    private readonly closing: readonly string[] = [],
   ) {
     // A statement with parameters or a name goes through the extended protocol; one with neither, as
     // one joined text of the simple protocol.
-    const extended = (values !== undefined && values.length > 0) || name !== undefined || opening.some((o) => withValues(o) || isCopy(o));
+    const extended =
+      (values !== undefined && values.length > 0) || name !== undefined || closing.length > 0 || opening.some((o) => withValues(o) || isCopy(o));
     // (`queryMode`: a statement without parameters of its own is prepared too when its openings have some.)
     super(
       { text: extended ? text : [...opening.map(inline), text].join(';\n'), values: extended ? (values ?? []) : undefined, name, types, ...(extended ? { queryMode: 'extended' as const } : {}) },
@@ -163,6 +167,27 @@ class OpeningQuery extends Query {
     super.prepare(connection);
   }
 
+  /** The statement's Execute, then the closing statements' (each its own unnamed Parse, Bind and Execute), then the Sync. */
+  override _getRows(connection: pg.Connection, rows: number | undefined): void {
+    if (this.closing.length === 0 || rows) {
+      super._getRows(connection, rows);
+      return;
+    }
+    const wire = connection as unknown as {
+      parse(q: { text: string; name: string; types: unknown[] }): void;
+      bind(c: { portal: string; statement: string; values: unknown[] }): void;
+      execute(c: { portal: string; rows: number }): void;
+      sync(): void;
+    };
+    wire.execute({ portal: '', rows: 0 });
+    for (const text of this.closing) {
+      wire.parse({ text, name: '', types: [] });
+      wire.bind({ portal: '', statement: '', values: [] });
+      wire.execute({ portal: '', rows: 0 });
+    }
+    wire.sync();
+  }
+
   /** A COPY of the message has its data sent already (CopyOpening). */
   handleCopyInResponse(): void {}
 
@@ -181,9 +206,9 @@ class OpeningQuery extends Query {
         } else if (typeof opening !== 'string' && 'prepared' in opening) parsedOn(connection)[opening.prepared.name] = opening.prepared.text;
       }
     }
-    // One result per statement: drop the opening statements' (an array of one is the statement's own).
+    // One result per statement: drop the opening and closing statements' (an array of one is the statement's own).
     if (Array.isArray(this._results)) {
-      const own = this._results.slice(this.opening.length);
+      const own = this._results.slice(this.opening.length, this._results.length - this.closing.length);
       this._results = own.length === 1 ? own[0] : own;
     }
     super.handleReadyForQuery(connection);
@@ -191,8 +216,9 @@ class OpeningQuery extends Query {
 }
 
 /**
- * Runs `opening` and then `text` on `client` in one round trip; answers `text`'s result. With `name`
- * (and parameters), `text` is a named statement: parsed on the first use on a connection only.
+ * Runs `opening`, then `text`, then `closing` (statements without parameters: a transaction's COMMIT) on
+ * `client` in one round trip; answers `text`'s result. With `name` (and parameters), `text` is a named
+ * statement: parsed on the first use on a connection only.
  */
 export function queryAfterOpening<R extends pg.QueryResultRow>(
   client: pg.PoolClient,
@@ -201,9 +227,10 @@ export function queryAfterOpening<R extends pg.QueryResultRow>(
   values?: unknown[],
   name?: string,
   types?: pg.CustomTypesConfig,
+  closing?: readonly string[],
 ): Promise<pg.QueryResult<R>> {
   return new Promise((resolve, reject) => {
-    const query = new OpeningQuery(opening, text, values, (err, result) => (err ? reject(err) : resolve(result as pg.QueryResult<R>)), name, types);
+    const query = new OpeningQuery(opening, text, values, (err, result) => (err ? reject(err) : resolve(result as pg.QueryResult<R>)), name, types, closing);
     client.query(query as unknown as pg.Submittable);
   });
 }

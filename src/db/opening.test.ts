@@ -1,6 +1,7 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { type CommitHook, outsideCommitHooks, runWithCommitHook } from './database.js';
 import { until } from '../../test/harness/until.js';
 
 /**
@@ -334,6 +335,101 @@ describe('a COPY and the statements after it in one message (Tx.copyThen)', () =
     const after = await t.db.withTenant(101, (tx) => tx.copyThen!<{ logins: string[]; taken: number }>(copy('cp-quin\n'), [fromStage], `${made.replace(' as logins', ' as logins, (select last_value from after_copy) as taken')}`));
     expect(after.rows).toEqual([{ logins: ['cp-ona', 'cp-quin'], taken: 1 }]);
     await t.owner.query(`drop index core.users_cp_login; delete from core.users where login like 'cp-%'`);
+  });
+});
+
+describe("the COMMIT in the message of a unit's last statement (LastStatementOptions.commit)", () => {
+  const copy = (data: string) => ({ sql: 'copy staged_logins (login) from stdin', data: [Buffer.from(data)], before: ['truncate staged_logins'] });
+  const fromStage = { text: 'insert into core.users (tenant_id, login) select $1, login from staged_logins', values: [101], prepare: true };
+  const made = `select array_agg(login order by login) as logins from core.users where login like 'cm-%'`;
+  const stored = async () => (await t.owner.query<{ login: string }>(`select login from core.users where login like 'cm-%' order by login`)).rows.map((r) => r.login);
+  /** A hook that writes in the transaction it is called for, as the request's audit entry does. */
+  const writingHook = (): CommitHook & { calls: number } => ({
+    calls: 0,
+    async beforeCommit(tx) {
+      this.calls++;
+      await tx.query(`insert into core.users (tenant_id, login) values (101, 'cm-hook')`);
+      return undefined;
+    },
+  });
+
+  beforeAll(async () => {
+    await t.db.withoutTenant((tx) => tx.query('create temporary table if not exists staged_logins (login text)'));
+  });
+
+  afterEach(async () => {
+    await t.owner.query(`delete from core.users where login like 'cm-%'`);
+  });
+
+  it('a COPY, the statements after it and the COMMIT: one round trip, committed when the call answers', async () => {
+    let seen: string[] = [];
+    const answered = await t.db.withTenant(101, async (tx) => {
+      const result = await tx.copyThen!<{ logins: string[] }>(copy('cm-ada\ncm-bo\n'), [fromStage], made, undefined, { commit: true });
+      // Committed already: another session sees the rows before the unit of work has ended.
+      seen = await stored();
+      return result;
+    });
+    expect(answered.rows).toEqual([{ logins: ['cm-ada', 'cm-bo'] }]);
+    expect(answered.fields.map((f) => f.name)).toEqual(['logins']);
+    expect(seen).toEqual(['cm-ada', 'cm-bo']);
+    expect(roundTrips).toBe(1);
+  });
+
+  it('inside an open transaction: the message commits what the statements before it wrote', async () => {
+    const answered = await t.db.withTenant(101, async (tx) => {
+      await tx.query(`insert into core.users (tenant_id, login) values (101, 'cm-cy')`);
+      return tx.queryAfter!<{ n: number }>([{ text: 'insert into core.users (tenant_id, login) values (101, $1)', values: ['cm-di'] }], `select count(*)::int as n from core.users where login like 'cm-%'`, undefined, { commit: true });
+    });
+    expect(answered.rows).toEqual([{ n: 2 }]);
+    expect(await stored()).toEqual(['cm-cy', 'cm-di']);
+    expect(roundTrips).toBe(2);
+  });
+
+  it('a failure in the message fails the unit, skips the COMMIT, undoes everything and leaves the connection usable', async () => {
+    await expect(
+      t.db.withTenant(101, async (tx) => {
+        await tx.query(`insert into core.users (tenant_id, login) values (101, 'cm-ed')`);
+        await tx.queryAfter!([{ text: 'insert into core.users (tenant_id, login) values (101, $1)', values: ['cm-flo'] }], 'select 1/$1::int', [0], { commit: true });
+      }),
+    ).rejects.toThrow(/division by zero/);
+    // A unit that swallows the message's failure fails all the same.
+    await expect(
+      t.db.withTenant(101, async (tx) => {
+        await tx.queryAfter!([{ text: 'insert into core.users (tenant_id, login) values (101, $1)', values: ['cm-gus'] }], 'select 1/$1::int', [0], { commit: true }).catch(() => undefined);
+        return 'swallowed';
+      }),
+    ).rejects.toThrow(/division by zero/);
+    expect(await stored()).toEqual([]);
+    // The one connection of the pool was left in no transaction, aborted or not: the next one writes, and only its own row.
+    await t.db.withTenant(101, (tx) => tx.query(`insert into core.users (tenant_id, login) values (101, 'cm-lu')`));
+    expect(await stored()).toEqual(['cm-lu']);
+  });
+
+  it('nothing can be sent after it', async () => {
+    await expect(
+      t.db.withTenant(101, async (tx) => {
+        await tx.queryAfter!([], `insert into core.users (tenant_id, login) values (101, 'cm-hal')`, undefined, { commit: true });
+        await tx.query(`insert into core.users (tenant_id, login) values (101, 'cm-ida')`);
+      }),
+    ).rejects.toThrow('the transaction was committed with its last statement: nothing can be sent after it');
+    expect(await stored()).toEqual(['cm-hal']);
+  });
+
+  it('under a commit hook the transaction commits at the end of its unit, after the hook wrote in it; outside it, in the message', async () => {
+    const hook = writingHook();
+    await runWithCommitHook(hook, () =>
+      t.db.withTenant(101, (tx) => tx.queryAfter!([], `insert into core.users (tenant_id, login) values (101, 'cm-jo')`, undefined, { commit: true })),
+    );
+    expect(hook.calls).toBe(1);
+    expect(await stored()).toEqual(['cm-hook', 'cm-jo']);
+    expect(roundTrips).toBe(3); // the statement with its opening, the hook's, the commit
+    roundTrips = 0;
+    await runWithCommitHook(hook, () =>
+      outsideCommitHooks(() => t.db.withTenant(101, (tx) => tx.queryAfter!([], `insert into core.users (tenant_id, login) values (101, 'cm-kai')`, undefined, { commit: true }))),
+    );
+    expect(hook.calls).toBe(1);
+    expect(roundTrips).toBe(1);
+    expect(await stored()).toEqual(['cm-hook', 'cm-jo', 'cm-kai']);
   });
 });
 

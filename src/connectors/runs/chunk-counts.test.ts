@@ -3,7 +3,7 @@ import { type MigratedDatabase, migratedDatabase } from '../../../test/harness/d
 import { deferred } from '../../../test/harness/deferred.js';
 import { outcome, untilEndedOrWaiting } from '../../../test/harness/held-transaction.js';
 import type { Tx } from '../../db/database.js';
-import { addChunk, failInterrupted, finishRun, getRun, listRuns, listRunsJson, requestCancel, type RunRecord } from './ledger.js';
+import { addChunk, chunkStatement, failInterrupted, finishRun, getRun, listRuns, listRunsJson, RunClosedError, requestCancel, type RunRecord, runClosed } from './ledger.js';
 
 /**
  * A run's counts as its chunks record them (connectors V14): each chunk a row of its own, written
@@ -132,8 +132,33 @@ describe("a run's chunk counts", () => {
     expect(counts(await end)).toEqual({ in: 200, out: 199, skipped: 1, dead: 1, chunks: 2 });
 
     expect(await outcome(add(runId, chunk(100)))).toMatch(/^failed: run .* was closed \(Failed\) by another process/);
+    await expect(add(runId, chunk(100))).rejects.toEqual(new RunClosedError(runId, 'Failed'));
     expect(await chunkRows(runId)).toBe(0);
     expect(counts(await t.db.withTenant(T, (tx) => getRun(tx, runId)))).toEqual({ in: 200, out: 199, skipped: 1, dead: 1, chunks: 2 });
+  });
+
+  it('of a run closed already fail in the database: the statements before them and the COMMIT of their message are undone', async () => {
+    const runId = await runningRun();
+    await t.db.withTenant(T, (tx) => finishRun(tx, runId, 'Cancelled', 'stopped'));
+    const statement = chunkStatement(runId, chunk(10));
+    const written = { text: `insert into connectors.dead_letters (tenant_id, run_id, connector_id, endpoint_uuid, skip_reason, error_message, payload)
+      values ($1, $2, gen_random_uuid(), gen_random_uuid(), 'test', 'before the counts', '{}')`, values: [T, runId] };
+    const failed = await t.db
+      .withTenant(T, (tx) => tx.queryAfter!([written], statement.text, statement.values, { prepare: statement.prepare, commit: true }))
+      .then(() => undefined, (err: unknown) => err);
+    expect(failed).toMatchObject({ code: 'SV002', detail: 'Cancelled' });
+    expect(runClosed(failed, runId)).toEqual(new RunClosedError(runId, 'Cancelled'));
+    const letters = await t.owner.query('select count(*)::int as n from connectors.dead_letters where run_id = $1', [runId]);
+    expect(letters.rows).toEqual([{ n: 0 }]);
+    expect(await chunkRows(runId)).toBe(0);
+    // Of a Running run, the same message commits the three.
+    const open = await runningRun();
+    const answered = await t.db.withTenant(T, (tx) =>
+      tx.queryAfter!([{ ...written, values: [T, open] }], statement.text, [open, ...statement.values!.slice(1)], { prepare: statement.prepare, commit: true }),
+    );
+    expect(answered.rows).toEqual([{ status: 'Running', cancel_requested: false }]);
+    expect((await t.owner.query('select count(*)::int as n from connectors.dead_letters where run_id = $1', [open])).rows).toEqual([{ n: 1 }]);
+    expect(await chunkRows(open)).toBe(1);
   });
 
   it('of a hub of the version before (its chunks added to the run row) add up with this version', async () => {

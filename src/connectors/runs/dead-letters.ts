@@ -1,4 +1,4 @@
-import type { Tx } from '../../db/database.js';
+import type { Statement, Tx } from '../../db/database.js';
 import { type Page, type PageRequest, pageOfRows } from '../../db/keyset.js';
 import { ConflictError, NotFoundError, ValidationError } from '../../errors.js';
 import { toStorable } from '../../validation/input-limits.js';
@@ -33,19 +33,25 @@ type Row = Omit<DeadLetter, 'capturedAt'> & { capturedAt: Date };
 const toEntry = (row: Row): DeadLetter => ({ ...row, capturedAt: row.capturedAt.toISOString() });
 
 export async function insertDeadLetters(tx: Tx, ids: { runId: string; connectorId: string; endpointUuid: string }, entries: DeadLetterInput[]): Promise<void> {
-  if (entries.length === 0) return;
-  await tx.query(
-    `insert into connectors.dead_letters (tenant_id, run_id, connector_id, endpoint_uuid, skip_reason, error_message, payload, skip_detail)
+  const statement = deadLettersStatement(ids, entries);
+  if (statement) await tx.query(statement.text, statement.values);
+}
+
+/** insertDeadLetters's one statement (none for no entry), for a caller that sends it in one message with others (Tx.queryAfter). */
+export function deadLettersStatement(ids: { runId: string; connectorId: string; endpointUuid: string }, entries: DeadLetterInput[]): Statement | undefined {
+  if (entries.length === 0) return undefined;
+  return {
+    text: `insert into connectors.dead_letters (tenant_id, run_id, connector_id, endpoint_uuid, skip_reason, error_message, payload, skip_detail)
      select core.current_tenant(), $1, $2, $3, x.skip_reason, x.error_message, x.payload, x.skip_detail
        from jsonb_to_recordset($4::jsonb) as x(skip_reason text, error_message text, payload jsonb, skip_detail jsonb)`,
-    [
+    values: [
       ids.runId,
       ids.connectorId,
       ids.endpointUuid,
       // What could not be stored is kept with its unstorable characters replaced (U+FFFD).
       jsonText(entries.map((e) => toStorable({ skip_reason: e.skipReason, error_message: e.errorMessage, payload: e.payload, skip_detail: e.skipDetail ?? null }))),
     ],
-  );
+  };
 }
 
 /**

@@ -131,7 +131,11 @@ export async function holdRunning(tx: Tx, runId: string): Promise<void> {
  */
 export async function addChunk(tx: Tx, runId: string, counts: ChunkCounts): Promise<{ cancelRequested: boolean }> {
   const statement = chunkStatement(runId, counts);
-  return chunkAdded(runId, (await tx.query<ChunkAnswer>(statement.text, statement.values, { prepare: statement.prepare })).rows);
+  try {
+    return chunkAdded((await tx.query<ChunkAnswer>(statement.text, statement.values, { prepare: statement.prepare })).rows);
+  } catch (err) {
+    throw runClosed(err, runId);
+  }
 }
 
 export interface ChunkCounts {
@@ -153,17 +157,29 @@ export function chunkStatement(runId: string, counts: ChunkCounts): Statement {
     text: `with run as (select status, cancel_requested from connectors.runs where id = $1 for share),
           counted as (insert into connectors.run_chunk_counts (run_id, tenant_id, records_in, records_out, records_skipped, dead_letters)
                       select $1, core.current_tenant(), $2, $3, $4, $5 from run where status = 'Running')
-     select status, cancel_requested from run`,
+     select status, cancel_requested from run where connectors.run_open($1, status)`,
     values: [runId, counts.in, counts.out, counts.skipped, counts.deadLetters],
     // Once per chunk, its plan the same whatever the values: a named statement, parsed once per connection.
     prepare: true,
   };
 }
 
-/** What addChunk answers from its statement's rows: a RunClosedError (thrown) for a run closed already. */
-export function chunkAdded(runId: string, rows: ChunkAnswer[]): { cancelRequested: boolean } {
-  if (rows[0] && rows[0].status !== 'Running') throw new RunClosedError(runId, rows[0].status);
+/** What addChunk answers from its statement's rows (a run closed already failed the statement: runClosed). */
+export function chunkAdded(rows: ChunkAnswer[]): { cancelRequested: boolean } {
   return { cancelRequested: rows[0]?.cancel_requested ?? false };
+}
+
+/** The SQLSTATE of chunkStatement's failure for a run closed already (connectors.run_open, connectors V15). */
+const RUN_CLOSED = 'SV002';
+
+/**
+ * `err` as a RunClosedError when it is chunkStatement's failure for a run closed already (its status the
+ * error's detail), `err` itself otherwise: the statement fails in the database, so that what follows it
+ * in the chunk's message (its COMMIT) is skipped and the chunk rolled back.
+ */
+export function runClosed(err: unknown, runId: string): unknown {
+  const e = err as { code?: unknown; detail?: unknown } | null;
+  return e && e.code === RUN_CLOSED ? new RunClosedError(runId, typeof e.detail === 'string' ? e.detail : 'closed') : err;
 }
 
 export async function cancelRequested(tx: Tx, runId: string): Promise<boolean> {

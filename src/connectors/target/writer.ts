@@ -29,7 +29,8 @@ export async function upsertChunk(
  * same message as the chunk's insert or merge, after it (Tx.queryAfter): one round trip for them all,
  * where each cost one of its own. Answers the last statement's result beside the rows written. A
  * failure of any of them fails the call (the transaction is then aborted); a key conflict of an
- * `expectNew` write is still `isKeyConflict`.
+ * `expectNew` write is still `isKeyConflict`. With `commit`, the transaction's COMMIT may go in that
+ * message too (LastStatementOptions): the caller then sends nothing more in the transaction.
  */
 export async function upsertChunkThen<R extends pg.QueryResultRow>(
   tx: Tx,
@@ -38,14 +39,15 @@ export async function upsertChunkThen<R extends pg.QueryResultRow>(
   ids: { tenantId: number; connectorId: string; endpointUuid: string },
   options: WriteOptions,
   after: readonly [...Statement[], Statement],
+  { commit = false }: { commit?: boolean } = {},
 ): Promise<{ written: number; last: pg.QueryResult<R> }> {
   let last: pg.QueryResult<R> | undefined;
   const { written } = await writeRows(tx, target, rows, ids, false, options, async (text, values, copy) => {
     const final = after[after.length - 1]!;
     const before = text === undefined ? after.slice(0, -1) : [{ text, values }, ...after.slice(0, -1)];
     last = copy
-      ? await copyThen<R>(tx, copy, before, final.text, final.values, { prepare: final.prepare })
-      : await queryAfter<R>(tx, before, final.text, final.values, { prepare: final.prepare });
+      ? await copyThen<R>(tx, copy, before, final.text, final.values, { prepare: final.prepare, commit })
+      : await queryAfter<R>(tx, before, final.text, final.values, { prepare: final.prepare, commit });
     return undefined;
   });
   return { written, last: last! };
