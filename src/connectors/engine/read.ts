@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { setImmediate as turn } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
 import { unsentHeaders } from '../auth/headers.js';
 import { resolveAuth } from '../auth/index.js';
@@ -134,6 +135,11 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
   let before: string | undefined;
 
   while (position) {
+    // undici gives a connection back to its pool one full turn of the event loop after a response's end (so that a
+    // server closing it despite its keep-alive is seen first): a page asked for sooner (the page before handed over
+    // and taken without a turn, or a read of the same source just ended) went out on a second connection, and the
+    // pages alternated between two.
+    await turn();
     if (ctx.signal?.aborted) throw new CancelledError();
     const req = composeRequest(plan, endpoint, position, previous, ctx.watermark);
     // A resumed read's first request carries a position an earlier run was given: a 404/410 for it is a stale position.
