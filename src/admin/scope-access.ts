@@ -51,6 +51,27 @@ export function noUserRecord(principal: Pick<Principal, 'userId'> | undefined): 
   return new NotFoundError(`no user record on this hub for user_id ${principal?.userId?.trim() || '(none)'}`);
 }
 
+/**
+ * A caller's scope access as one row of a statement's own (`$n`: the hub user id, or null for
+ * none): `defaultScope` and `granted` (the active grants, sorted), both null when the tenant has no
+ * such user. Joined to a read (`left join (…) alias on true`), the access travels with the read's
+ * answer: one round trip where reading it first cost two more (`scopeAccessOf` reads its columns).
+ */
+export function scopeAccessSql(userParam: string): string {
+  return `select coalesce(u.default_scope, '') as "defaultScope",
+      array(select s.scope from core.user_scopes s where s.user_id = u.id and s.active order by s.scope) as granted
+    from core.users u where u.id = ${userParam}`;
+}
+
+/** The columns of `scopeAccessSql`'s row (both null without a user row) as the caller's access. */
+export function scopeAccessOf(row: { defaultScope: string | null; granted: string[] | null } | undefined): ScopeAccess {
+  if (!row || row.granted === null || row.defaultScope === null) return NO_USER;
+  return { bound: row.granted.length > 0, granted: row.granted, defaultScope: row.defaultScope };
+}
+
+/** `scopeAccess`'s statement: the default scope and the grants in one round trip. */
+const SCOPE_ACCESS = scopeAccessSql('$1');
+
 async function defaultScopeOf(tx: Tx, userId: number): Promise<string | undefined> {
   const { rows } = await tx.query<{ defaultScope: string | null }>('select default_scope as "defaultScope" from core.users where id = $1', [userId]);
   return rows[0] ? (rows[0].defaultScope ?? '') : undefined;
@@ -63,10 +84,8 @@ async function defaultScopeOf(tx: Tx, userId: number): Promise<string | undefine
 export async function scopeAccess(tx: Tx, principal: Pick<Principal, 'userId'> | undefined): Promise<ScopeAccess> {
   const id = hubUserId(principal);
   if (id === undefined) return NO_USER;
-  const defaultScope = await defaultScopeOf(tx, id);
-  if (defaultScope === undefined) return NO_USER;
-  const granted = await scopesOf(tx, id);
-  return { bound: granted.length > 0, granted, defaultScope };
+  const { rows } = await tx.query<{ defaultScope: string; granted: string[] }>(SCOPE_ACCESS, [id]);
+  return scopeAccessOf(rows[0]);
 }
 
 /** The caller's default scope ('' when none); 404 `no user record on this hub for user_id <id>` without a hub user. */

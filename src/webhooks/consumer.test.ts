@@ -1134,8 +1134,8 @@ describe('a deactivated tenant', () => {
     ]);
     expect(rows.slice(0, 3).every((r) => r.lease_token === null && r.lease_until === null)).toBe(true);
     // Listed as failed, with the reason.
-    const listed = await t.db.withTenant(GONE, (tx) => listForTenant(tx, { limit: 100 }, { failedOnly: true }));
-    expect((JSON.parse(listed.items.text) as Array<{ closedReason: string | null }>).filter((d) => d.closedReason === TENANT_INACTIVE_REASON)).toHaveLength(3);
+    const listed = await t.db.withTenant(GONE, (tx) => listForTenant(tx, { limit: 100 }, { failedOnly: true, caller: undefined }));
+    expect((JSON.parse(listed.page.items.text) as Array<{ closedReason: string | null }>).filter((d) => d.closedReason === TENANT_INACTIVE_REASON)).toHaveLength(3);
   });
 
   it('an attempt queued before the deactivation closes when it starts: nothing is sent', async () => {

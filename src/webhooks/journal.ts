@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { type Caller, hubUserId, type ScopeAccess, scopeAccessOf, scopeAccessSql } from '../admin/scope-access.js';
 import { arrayLiteral } from '../db/array-literal.js';
 import type { Tx } from '../db/database.js';
 import { JsonText } from '../db/json-text.js';
@@ -55,33 +56,47 @@ interface ListOptions {
   integrationId?: number;
   /** Integrations whose deliveries are left out (a scope-bound caller's: not theirs to hold). */
   excluded?: number[];
+  /** Whose scope access is read with the page (`Listed.access`). */
+  caller: Caller;
+}
+
+/** A page of deliveries, and the caller's scope access read in the same statement (`scopeAccessSql`). */
+export interface Listed {
+  page: Page<JsonText>;
+  access: ScopeAccess;
 }
 
 /**
  * A page of deliveries as the answer's JSON text, with the last one's sort key when more follow:
  * the rows of `where` (over `d`) in `order` (unqualified columns), one past the step covering the
- * limit written into the text (`limitStep`), the page's limit a parameter.
+ * limit written into the text (`limitStep`), the page's limit a parameter. The caller's scope access
+ * comes with it: one round trip for the route where reading the access first cost two more.
  */
-async function deliveryPage(tx: Tx, q: { found: string; where: string[]; order: string; key: string; values: unknown[]; limit: number }): Promise<{ found: boolean; page: Page<JsonText> }> {
-  const values = [...q.values, q.limit];
+async function deliveryPage(
+  tx: Tx,
+  q: { found: string; where: string[]; order: string; key: string; values: unknown[]; limit: number; caller: Caller },
+): Promise<{ found: boolean } & Listed> {
+  const values = [...q.values, hubUserId(q.caller) ?? null, q.limit];
   const filters = q.where.join(' and ');
   const step = limitStep(q.limit);
   const text = textOfShape(PAGE_TEXTS, `${q.found}\n${filters}\n${q.order}\n${q.key}\n${step}\n${values.length}`, () => {
     const rows = `select d.* from hub.deliveries d ${filters ? `where ${filters}` : ''} order by ${q.order} limit ${step + 1}`;
     const page = jsonPageSql({ rows, order: q.order, limit: `$${values.length}::integer`, record: RECORD_COLUMNS, alias: 'd', key: q.key });
-    return `select ${q.found} as found, p.body, p.next from (${page}) p`;
+    const access = scopeAccessSql(`$${values.length - 1}::bigint`);
+    return `select ${q.found} as found, p.body, p.next, a."defaultScope", a.granted from (${page}) p left join (${access}) a on true`;
   });
-  const { rows: answer } = await tx.query<{ found: boolean; body: string; next: string[] | null }>(text, values, PREPARED);
+  const { rows: answer } = await tx.query<{ found: boolean; body: string; next: string[] | null; defaultScope: string | null; granted: string[] | null }>(text, values, PREPARED);
   const row = answer[0]!;
-  return { found: row.found, page: { items: new JsonText(row.body), ...(row.next ? { next: row.next } : {}) } };
+  return { found: row.found, page: { items: new JsonText(row.body), ...(row.next ? { next: row.next } : {}) }, access: scopeAccessOf(row) };
 }
 
 /**
  * A page of one integration's deliveries, newest first (a page after a key: the smaller ids), as the
- * answer's JSON text; 404 when the tenant has no integration of that id (a deleted one keeps its
- * deliveries). One statement: whether the integration exists, and its deliveries.
+ * answer's JSON text, with the caller's scope access; 404 when the tenant has no integration of that
+ * id (a deleted one keeps its deliveries). One statement: whether the integration exists, its
+ * deliveries and the access.
  */
-export async function listForIntegration(tx: Tx, integrationId: string | number, page: PageRequest, options: ListOptions): Promise<Page<JsonText>> {
+export async function listForIntegration(tx: Tx, integrationId: string | number, page: PageRequest, options: ListOptions): Promise<Listed> {
   const id = parseId(integrationId);
   if (id === undefined) throw integrationNotFound(integrationId);
   const values: unknown[] = [id];
@@ -91,18 +106,26 @@ export async function listForIntegration(tx: Tx, integrationId: string | number,
     values.push(page.after[0]);
     where.push(`d.id < $${values.length}::bigint`);
   }
-  const listed = await deliveryPage(tx, { found: 'exists (select 1 from hub.integrations i where i.id = $1)', where, order: 'id desc', key: 'array[id::text]', values, limit: page.limit });
+  const listed = await deliveryPage(tx, {
+    found: 'exists (select 1 from hub.integrations i where i.id = $1)',
+    where,
+    order: 'id desc',
+    key: 'array[id::text]',
+    values,
+    limit: page.limit,
+    caller: options.caller,
+  });
   if (!listed.found) throw integrationNotFound(integrationId);
-  return listed.page;
+  return { page: listed.page, access: listed.access };
 }
 
 /**
  * A page of the tenant's deliveries across integrations, failures first, then newest first (a page
- * after a key: the rest of its group, then the later group), as the answer's JSON text. Filtered by
- * an integration id the tenant has no integration of: 404, as that integration's own list (an empty
- * list would hide a wrong id); a deleted one keeps its deliveries.
+ * after a key: the rest of its group, then the later group), as the answer's JSON text, with the
+ * caller's scope access. Filtered by an integration id the tenant has no integration of: 404, as
+ * that integration's own list (an empty list would hide a wrong id); a deleted one keeps its deliveries.
  */
-export async function listForTenant(tx: Tx, page: PageRequest, options: ListOptions): Promise<Page<JsonText>> {
+export async function listForTenant(tx: Tx, page: PageRequest, options: ListOptions): Promise<Listed> {
   const values: unknown[] = [];
   const where: string[] = [];
   let found = 'true';
@@ -121,9 +144,9 @@ export async function listForTenant(tx: Tx, page: PageRequest, options: ListOpti
     const [succeeded, id] = [`$${values.length - 1}::boolean`, `$${values.length}::bigint`];
     where.push(`d.succeeded >= ${succeeded} and (d.succeeded > ${succeeded} or d.id < ${id})`);
   }
-  const listed = await deliveryPage(tx, { found, where, order: 'succeeded, id desc', key: 'array[succeeded::text, id::text]', values, limit: page.limit });
+  const listed = await deliveryPage(tx, { found, where, order: 'succeeded, id desc', key: 'array[succeeded::text, id::text]', values, limit: page.limit, caller: options.caller });
   if (!listed.found) throw integrationNotFound(options.integrationId!);
-  return listed.page;
+  return { page: listed.page, access: listed.access };
 }
 
 /** One delivery of the tenant (optionally of one integration) with every attempt; 404 otherwise. */

@@ -109,9 +109,10 @@ export class IntegrationService {
   /** A page of one integration's deliveries (deleted integrations keep theirs), newest first, as the answer's JSON text. */
   deliveries(tenantId: number, caller: Caller, integrationId: string, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
     return this.o.db.readWithTenant(tenantId, async (tx) => {
-      const access = await scopeAccess(tx, caller);
+      // The caller's access comes with the page (one statement); a scope-bound caller's page is answered only once they may hold the integration.
+      const { page: listed, access } = await listForIntegration(tx, integrationId, page, { failedOnly: query.failedOnly ?? false, caller });
       if (access.bound) await requireSubscriptions(tx, access, (await getIntegration(tx, integrationId)).eventTypes);
-      return listForIntegration(tx, integrationId, page, { failedOnly: query.failedOnly ?? false });
+      return listed;
     });
   }
 
@@ -130,15 +131,16 @@ export class IntegrationService {
    */
   platformDeliveries(tenantId: number, caller: Caller, page: PageRequest, query: ListQuery): Promise<Page<JsonText>> {
     return this.o.db.readWithTenant(tenantId, async (tx) => {
-      const access = await scopeAccess(tx, caller);
-      let excluded: number[] | undefined;
-      if (access.bound) {
-        const { rows } = await tx.query<{ id: number; event_types: string[] }>('select id, event_types from hub.integrations');
-        const held = await heldSubscriptions(tx, access, rows.map((r) => r.event_types));
-        excluded = rows.filter((r) => !held(r.event_types)).map((r) => r.id);
-        if (query.integrationId !== undefined && excluded.includes(query.integrationId)) throw new ScopeNotGranted();
-      }
-      return listForTenant(tx, page, { failedOnly: query.failedOnly ?? false, integrationId: query.integrationId, excluded });
+      const options = { failedOnly: query.failedOnly ?? false, integrationId: query.integrationId, caller };
+      // The caller's access comes with the page (one statement): an unbound caller's page is the answer.
+      const { page: listed, access } = await listForTenant(tx, page, options);
+      if (!access.bound) return listed;
+      // A scope-bound caller's is read again without the integrations they may not hold.
+      const { rows } = await tx.query<{ id: number; event_types: string[] }>('select id, event_types from hub.integrations');
+      const held = await heldSubscriptions(tx, access, rows.map((r) => r.event_types));
+      const excluded = rows.filter((r) => !held(r.event_types)).map((r) => r.id);
+      if (query.integrationId !== undefined && excluded.includes(query.integrationId)) throw new ScopeNotGranted();
+      return (await listForTenant(tx, page, { ...options, excluded })).page;
     });
   }
 
