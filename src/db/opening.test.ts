@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from '@jest/globals';
 import type pg from 'pg';
+import pgUtils from 'pg/lib/utils.js';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
 import { type CommitHook, outsideCommitHooks, runWithCommitHook } from './database.js';
 import { until } from '../../test/harness/until.js';
@@ -481,5 +482,42 @@ describe('reads without a transaction (Database.readWithTenant)', () => {
 
   it('refuses a missing or malformed tenant', async () => {
     for (const bad of [undefined, null, '', '-1', 'x', 1.5]) await expect(t.db.readWithTenant(bad as never, async () => 1)).rejects.toThrow(/tenant/i);
+  });
+});
+
+describe("the statement's query object", () => {
+  it('reaches node-postgres as text, values and callback: no config object copied per statement', async () => {
+    const utils = pgUtils as unknown as { normalizeQueryConfig: (config: unknown, ...rest: unknown[]) => unknown };
+    const original = utils.normalizeQueryConfig;
+    const configs: unknown[] = [];
+    utils.normalizeQueryConfig = (config: unknown, ...rest: unknown[]) => {
+      configs.push(config);
+      return original(config, ...rest);
+    };
+    try {
+      await t.db.readWithTenant(101, async (tx) => {
+        await tx.query('select login from core.users where login <> $1', ['nobody'], { prepare: true });
+        await tx.query('select login from core.users');
+      });
+      await t.db.withTenant(101, (tx) => tx.query('select 1 as one'));
+    } finally {
+      utils.normalizeQueryConfig = original;
+    }
+    expect(configs.length).toBeGreaterThanOrEqual(3);
+    expect(configs.filter((config) => typeof config !== 'string')).toEqual([]);
+  });
+
+  it("takes the statement's own name, protocol and type parsers", async () => {
+    const types = { getTypeParser: (oid: number) => (oid === 23 ? (text: string) => `int:${text}` : (text: string) => text) } as pg.CustomTypesConfig;
+    const answered = await t.db.readWithTenant(101, async (tx) => [
+      (await tx.query<{ n: string }>('select $1::int as n', [5], { types, prepare: true })).rows,
+      (await tx.query<{ n: string }>('select $1::int as n', [6], { types, prepare: true })).rows,
+      (await tx.query<{ n: string }>('select 7::int as n', undefined, { types })).rows,
+      (await tx.query<{ n: number }>('select 8::int as n')).rows,
+    ]);
+    expect(answered).toEqual([[{ n: 'int:5' }], [{ n: 'int:6' }], [{ n: 'int:7' }], [{ n: 8 }]]);
+    // Two statements of a multi-statement text, each read with the parsers.
+    const both = await t.db.withTenant(101, (tx) => tx.query('select 1::int as a; select 2::int as b', undefined, { types }));
+    expect((both as unknown as Array<pg.QueryResult>).map((r) => r.rows)).toEqual([[{ a: 'int:1' }], [{ b: 'int:2' }]]);
   });
 });
