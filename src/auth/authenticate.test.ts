@@ -206,3 +206,36 @@ describe('Authenticator with the dev bypass', () => {
     expect(err.message).toBe('X-Tenant-ID must be a numeric tenant id');
   });
 });
+
+describe("a remembered token's claims", () => {
+  it('are checked against the input limits once: the frozen object the verifier shares is not walked again', async () => {
+    let walked = 0;
+    const claims = Object.freeze(
+      Object.defineProperty({ iss: 'https://idp.example.com', sub: 'subject-1', exp: EXP, tenant_id: 7 } as JWTPayload, 'team', {
+        enumerable: true,
+        get: () => {
+          walked += 1;
+          return 'crm';
+        },
+      }),
+    );
+    const verifier = { verify: async () => claims } as unknown as TokenVerifier;
+    const { auth } = fakes({});
+    const shared = new Authenticator({ devBypass: false, tenantClaim: 'tenant_id', verifier, directory: (auth as unknown as { options: { directory: Directory } }).options.directory });
+    expect((await shared.authenticate(bearer, false, []))?.tenantId).toBe(7);
+    const once = walked;
+    expect(once).toBeGreaterThan(0);
+    expect((await shared.authenticate(bearer, false, []))?.tenantId).toBe(7);
+    expect(walked).toBe(once);
+  });
+
+  it('that may still change are checked on every call', async () => {
+    const claims: JWTPayload = { iss: 'https://idp.example.com', sub: 'subject-1', exp: EXP, tenant_id: 7 };
+    const verifier = { verify: async () => claims } as unknown as TokenVerifier;
+    const { auth } = fakes({});
+    const shared = new Authenticator({ devBypass: false, tenantClaim: 'tenant_id', verifier, directory: (auth as unknown as { options: { directory: Directory } }).options.directory });
+    expect((await shared.authenticate(bearer, false, []))?.tenantId).toBe(7);
+    claims.team = 'a\u0000b';
+    await expect(shared.authenticate(bearer, false, [])).rejects.toBeInstanceOf(ValidationError);
+  });
+});

@@ -19,6 +19,14 @@ type Headers = Record<string, string | string[] | undefined>;
 /** Tenant 0, the platform itself: never reachable through a header or a claim. */
 const SYSTEM_TENANT = 0;
 
+/**
+ * Claims found within the input limits (`tooDeepClaim`, `findUnstorableText`), by object. A remembered
+ * token's claims are one deeply frozen object, shared by each of its uses (src/auth/verifier.ts): what
+ * the checks found holds for every later call, so they walk those claims once, not on each request.
+ * Only frozen claims are kept: an object that may still change is checked each time.
+ */
+const CLAIMS_WITHIN_LIMITS = new WeakSet<JWTPayload>();
+
 /** Failures that are the caller's, thrown as AuthenticationRequired so the gate can render them per path. */
 export class Authenticator {
   constructor(private readonly options: AuthenticatorOptions) {}
@@ -78,13 +86,16 @@ export class Authenticator {
   private async tokenPrincipal(claims: JWTPayload, platformPath: boolean): Promise<Principal> {
     // A signed token is still input: a claim nested deeper than a body may be, or one PostgreSQL
     // cannot store, is the caller's 400, naming it.
-    const deep = tooDeepClaim(claims);
-    if (deep !== undefined) {
-      const field = joinField('token', deep);
-      throw new ValidationError(`token claim ${claimPath(field)} nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, field, `at most ${MAX_JSON_DEPTH} levels of nesting are accepted (the token's payload is level 1)`);
+    if (!CLAIMS_WITHIN_LIMITS.has(claims)) {
+      const deep = tooDeepClaim(claims);
+      if (deep !== undefined) {
+        const field = joinField('token', deep);
+        throw new ValidationError(`token claim ${claimPath(field)} nests objects and arrays deeper than ${MAX_JSON_DEPTH} levels`, field, `at most ${MAX_JSON_DEPTH} levels of nesting are accepted (the token's payload is level 1)`);
+      }
+      const unstorable = findUnstorableText(claims, 'token');
+      if (unstorable) throw new ValidationError(`token claim ${claimPath(unstorable.field)} ${unstorable.reason}`, unstorable.field);
+      if (Object.isFrozen(claims)) CLAIMS_WITHIN_LIMITS.add(claims);
     }
-    const unstorable = findUnstorableText(claims, 'token');
-    if (unstorable) throw new ValidationError(`token claim ${claimPath(unstorable.field)} ${unstorable.reason}`, unstorable.field);
     const roles = new Set(realmRoles(claims));
     const homeTenantId = claimedId(claims[this.options.tenantClaim]);
     if (homeTenantId === null) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);
