@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
@@ -10,7 +10,7 @@ import { startS3, type TestS3 } from '../../test/harness/s3.js';
 import { startSshd, type TestSshd } from '../../test/harness/sshd.js';
 import { type StallRelay, startStallRelay } from '../../test/harness/stall-relay.js';
 import { until } from '../../test/harness/until.js';
-import { exportKey, partnersExport, s3Destination, seedExportedPartners } from './partners.js';
+import { type ExportTarget, exportKey, exportTargets, partFiles, partnersExport, seedExportedPartners } from './partners.js';
 import { type HubProcess, killAll, startHubProcess } from './processes.js';
 
 /**
@@ -41,53 +41,30 @@ let sshd: TestSshd;
 const relays: StallRelay[] = [];
 const owners: pg.Client[] = [];
 
-/** A destination of the export, behind its relay, and what the test looks at in it. */
-interface Target {
-  relay: StallRelay;
-  destination(): Record<string, unknown>;
-  secrets(): Array<[string, string]>;
-  /** The file at the final name, if any. */
-  published(key: string): Buffer | undefined;
+/** A destination of the export, and what the crash test looks at in it. */
+interface Target extends ExportTarget {
   /** Whether the upload is part-way (and held there by the relay). */
   midUpload(): boolean;
   /** What the crash is documented to leave behind, and nothing at the final name. */
   leftBehind(key: string): unknown;
-  location(key: string): string;
 }
 
-const partFiles = () => readdirSync(sshd.root).filter((name) => name.endsWith('.part'));
 const TARGETS: Record<'s3' | 'sftp', () => Target> = {
   s3: () => ({
-    relay: relays[0]!,
-    destination: () => s3Destination(relays[0]!.endpoint, BUCKET),
-    secrets: () => [],
-    published: (key) => s3.getObject(BUCKET, key)?.body,
+    ...exportTargets(s3, sshd, relays, BUCKET).s3,
     // The second part under way (it does not end: the relay holds it 4 MiB in), the first with S3.
     midUpload: () => s3.requests.some((r) => r.url.includes('partNumber=2')) && s3.listMultipartUploads(BUCKET)[0]?.parts === 1,
     leftBehind: (key) => expect(s3.listMultipartUploads(BUCKET)).toEqual([expect.objectContaining({ key })]),
-    location: (key) => `s3://${BUCKET}/${key}`,
   }),
   sftp: () => ({
-    relay: relays[1]!,
-    destination: () => ({
-      kind: 'sftp',
-      host: '127.0.0.1',
-      port: relays[1]!.port,
-      user: sshd.user,
-      path: `${sshd.root}/big-\${timestamp}.csv`,
-      password_env: 'SFTP_PASSWORD',
-      host_key_fingerprint: sshd.fingerprint,
-    }),
-    secrets: () => [['SFTP_PASSWORD', sshd.password]],
-    published: (key) => (readdirSync(sshd.root).includes(key) ? readFileSync(join(sshd.root, key)) : undefined),
+    ...exportTargets(s3, sshd, relays, BUCKET).sftp,
     // The .part file well under way (the relay holds the upload after 12 MiB of the connection).
-    midUpload: () => partFiles().some((name) => statSync(join(sshd.root, name)).size > 4 * 1024 * 1024),
+    midUpload: () => partFiles(sshd).some((name) => statSync(join(sshd.root, name)).size > 4 * 1024 * 1024),
     leftBehind: (key) => {
-      const parts = partFiles();
+      const parts = partFiles(sshd);
       expect(parts).toHaveLength(1);
       expect(parts[0]).toMatch(new RegExp(`^${key.replace('.', '\\.')}\\.[0-9a-f-]{36}\\.part$`));
     },
-    location: (key) => `sftp://${sshd.user}@127.0.0.1:${relays[1]!.port}${sshd.root}/${key}`,
   }),
 };
 
@@ -202,7 +179,7 @@ describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid manual export run
     owners.push(owner);
     // Earlier tests of this file share the bucket and the directory: look only at this run's name.
     const uploadsOf = (key: string) => s3.listMultipartUploads(BUCKET).filter((u) => u.key === key);
-    const partsOf = (key: string) => partFiles().filter((name) => name.startsWith(`${key}.`));
+    const partsOf = (key: string) => partFiles(sshd).filter((name) => name.startsWith(`${key}.`));
     const first = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_ENABLED: 'false' });
     const rows = await seedExportedPartners(first, owner, { url: demo.url, rows: 2400 }, s3);
     for (const [name, value] of target.secrets()) expect((await call(first, 'POST', '/api/platform/secrets', { name, value })).status).toBe(201);

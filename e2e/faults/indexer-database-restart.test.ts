@@ -1,13 +1,10 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
-import { type EmbeddedDatabase, freePort, startEmbedded } from '../../src/db/embedded.js';
 import { startDemoSource, type DemoSource } from '../../src/demo-source/server.js';
 import { type Receiver, startReceiver } from '../../test/harness/receiver.js';
 import { until } from '../../test/harness/until.js';
 import { count, embeddingsAnswer, indexed, indexerEnv, ingest, oneChunkEachRow, post } from './indexing.js';
+import { endOutages, restartableServer } from './outages.js';
 import { killAll, startHubProcess } from './processes.js';
 
 /**
@@ -18,8 +15,6 @@ import { killAll, startHubProcess } from './processes.js';
  */
 
 const ROWS = 200;
-const dirs: string[] = [];
-const servers: EmbeddedDatabase[] = [];
 let demo: DemoSource;
 let model: Receiver;
 let owner: pg.Client | undefined;
@@ -32,24 +27,15 @@ beforeAll(async () => {
 afterAll(async () => {
   await killAll();
   await owner?.end().catch(() => undefined);
-  for (const started of servers) await started.stop();
+  await endOutages();
   await model?.close();
   await demo?.close();
-  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
 describe('PostgreSQL stopped and restarted while the indexer embeds', () => {
   it('the same process indexes on: every row one chunk with a vector, a later run indexed too', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'svc-fault-pg-'));
-    chmodSync(dir, 0o755);
-    dirs.push(dir);
-    const port = await freePort();
-    const start = async () => {
-      const started = await startEmbedded({ dataDir: join(dir, 'data'), database: 'svc', port });
-      servers.push(started);
-      return started;
-    };
-    let server = await start();
+    const fresh = await restartableServer();
+    let server = fresh.server;
     const hub = await startHubProcess('all', server.url, indexerEnv(model.url, 10));
     expect((await post(hub, '/api/platform/secrets', { name: 'DEMO_PASSWORD', value: 'demo-password' })).status).toBe(201);
     owner = new pg.Client({ connectionString: server.url });
@@ -65,7 +51,7 @@ describe('PostgreSQL stopped and restarted while the indexer embeds', () => {
     await server.stop();
     const ready = async () => (await fetch(`${hub.url}/q/health/ready`).catch(() => undefined))?.status;
     await until('readiness to go down', async () => (await ready()) === 503, { timeoutMs: 20_000, everyMs: 100 });
-    server = await start();
+    server = await fresh.restart();
     await until('readiness to come back', async () => (await ready()) === 200, { timeoutMs: 30_000, everyMs: 100, detail: () => hub.output().slice(-3000) });
     owner = new pg.Client({ connectionString: server.url });
     await owner.connect();
