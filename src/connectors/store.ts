@@ -97,7 +97,7 @@ function tenantOf(tx: Tx): number {
   return tx.tenantId;
 }
 
-/** The locks applyConnector takes before it writes the connector of that name, in its order (its row first): ManifestHandler.lockForApply. */
+/** The locks applyConnector takes before it writes the connector of that name, in its order (the object's turn, its row, then the tenant's turn): ManifestHandler.lockForApply. */
 export const lockForApply = (tx: Tx, name: string): Promise<void> =>
   takeApplyLocks(tx, { table: 'connectors.connectors', plural: 'connectors', mode: 'for no key update', order: 'row-then-turn', where: 'name = $1' }, name);
 

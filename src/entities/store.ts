@@ -56,7 +56,7 @@ function tenantOf(tx: Tx): number {
   return tx.tenantId;
 }
 
-/** The locks applyEntity takes before it writes the entity of that name, in its order (its row first): ManifestHandler.lockForApply. */
+/** The locks applyEntity takes before it writes the entity of that name, in its order (the object's turn, its row, then the tenant's turn): ManifestHandler.lockForApply. */
 export const lockForApply = (tx: Tx, name: string): Promise<void> =>
   takeApplyLocks(tx, { table: 'entities.entities', plural: 'entities', mode: 'for no key update', order: 'row-then-turn' }, name);
 

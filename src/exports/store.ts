@@ -46,7 +46,7 @@ export const MAX_EXPORTS_PER_TENANT = 500;
 /** How the apply path learns about the entity an export names. */
 export type EntityLookup = (tx: Tx, name: string) => Promise<EntityShape | undefined>;
 
-/** The locks applyExport takes before it writes the export of that name, in its order (its row first): ManifestHandler.lockForApply. */
+/** The locks applyExport takes before it writes the export of that name, in its order (the object's turn, its row, then the tenant's turn): ManifestHandler.lockForApply. */
 export const lockForApply = (tx: Tx, name: string): Promise<void> =>
   takeApplyLocks(tx, { table: 'exports.exports', plural: 'exports', mode: 'for update', order: 'row-then-turn' }, name);
 

@@ -65,7 +65,7 @@ export function checkedProcess(manifest: unknown): ProcessDraft {
   return check.process;
 }
 
-/** The locks applyProcess takes before it writes the process of that name, in its order (the tenant's turn, then the row its upsert locks): ManifestHandler.lockForApply. */
+/** The locks applyProcess takes before it writes the process of that name, in its order (the object's turn, the tenant's turn, then the row its upsert locks): ManifestHandler.lockForApply. */
 export const lockForApply = (tx: Tx, name: string): Promise<void> =>
   takeApplyLocks(tx, { table: 'processes.processes', plural: 'processes', mode: 'for no key update', order: 'turn-then-row' }, name);
 

@@ -60,7 +60,7 @@ export async function lockedWorkflowScopes(tx: Tx, name: string): Promise<string
  */
 export const MAX_WORKFLOWS_PER_TENANT = 100;
 
-/** The locks applyWorkflow takes before it writes the workflow of that name, in its order (the tenant's turn first): ManifestHandler.lockForApply. */
+/** The locks applyWorkflow takes before it writes the workflow of that name, in its order (the object's turn, the tenant's turn, then its row): ManifestHandler.lockForApply. */
 export const lockForApply = (tx: Tx, name: string): Promise<void> =>
   takeApplyLocks(tx, { table: 'workflows.workflows', plural: 'workflows', mode: 'for no key update', order: 'turn-then-row' }, name);
 
