@@ -108,8 +108,31 @@ describe('WebhookSender', () => {
   it('a redirect is not followed: an unsuccessful answer with its status', async () => {
     const before = seen.filter((r) => r.path === '/ok').length;
     const outcome = await withSender((s) => s.send(`${base}/redirect`, {}, '{}'));
-    expect(outcome).toMatchObject({ ok: false, httpStatus: 302, error: null });
+    expect(outcome).toMatchObject({
+      ok: false,
+      httpStatus: 302,
+      error: `answered HTTP 302, a redirect to ${base}/ok; redirects are not followed (point the integration's targetUrl at the address it names)`,
+    });
     expect(seen.filter((r) => r.path === '/ok').length).toBe(before);
+  });
+
+  it('a redirect\'s error names where it pointed without its credentials, query or fragment, the integration\'s secrets masked; one without Location says a redirect', async () => {
+    const secret = 'whsec-s3cr3t-value';
+    routes.set('/redirect-secret', (_req, res) => res.writeHead(307, { Location: `https://alice:pw@other.example/${secret}/hook?sig=abc#frag` }).end());
+    routes.set('/redirect-bare', (_req, res) => res.writeHead(301).end('moved'));
+    try {
+      const masked = await withSender((s) => s.send(`${base}/redirect-secret`, {}, '{}', undefined, [secret]));
+      expect(masked).toMatchObject({ ok: false, httpStatus: 307, error: expect.stringMatching(/^answered HTTP 307, a redirect to https:\/\/\S*other\.example\/\[REDACTED\]\/hook…; redirects are not followed/) });
+      expect(masked.error).not.toMatch(/s3cr3t|alice|pw@|sig=|frag/);
+      const bare = await withSender((s) => s.send(`${base}/redirect-bare`, {}, '{}'));
+      expect(bare).toMatchObject({ ok: false, httpStatus: 301, responseBody: 'moved', error: "answered HTTP 301, a redirect; redirects are not followed (point the integration's targetUrl at the address it names)" });
+      // Another unsuccessful status keeps no error: its status and body say it.
+      routes.set('/redirect-bare', (_req, res) => res.writeHead(304).end());
+      expect(await withSender((s) => s.send(`${base}/redirect-bare`, {}, '{}'))).toMatchObject({ ok: false, httpStatus: 304, error: null });
+    } finally {
+      routes.delete('/redirect-secret');
+      routes.delete('/redirect-bare');
+    }
   });
 
   it('a redirect to another address, of any kind (301, 302, 303, 307, 308: those keeping the POST too), is not followed: that address gets nothing', async () => {
@@ -124,7 +147,7 @@ describe('WebhookSender', () => {
       for (const status of [301, 302, 303, 307, 308]) {
         routes.set('/redirect-away', (_req, res) => res.writeHead(status, { Location: target }).end(`moved to ${target}`));
         const outcome = await withSender((s) => s.send(`${base}/redirect-away`, { 'Content-Type': 'application/json' }, '{"n":1}'));
-        expect(outcome).toMatchObject({ ok: false, httpStatus: status, responseBody: `moved to ${target}`, error: null });
+        expect(outcome).toMatchObject({ ok: false, httpStatus: status, responseBody: `moved to ${target}`, error: expect.stringContaining(`a redirect to ${target};`) });
       }
       expect(elsewhere).toBe(0);
     } finally {

@@ -1,4 +1,5 @@
 import type { Agent, Dispatcher } from 'undici';
+import { REDIRECT_STATUSES, redirectTarget } from '../connectors/engine/errors.js';
 import { egressAgent } from '../egress/dispatcher.js';
 import { describeNetworkError } from '../egress/network-error.js';
 import { EgressPolicy } from '../egress/policy.js';
@@ -8,7 +9,8 @@ import { type AttemptOutcome, RESPONSE_BODY_MAX } from './model.js';
 /**
  * One HTTP POST of a delivery attempt, with undici: `connectTimeoutMs` to connect, `timeoutMs` for
  * the exchange (waiting for the response head, then between body chunks, and the whole exchange at
- * most connect + exchange), redirects not followed (a 3xx is an unsuccessful answer), and only the
+ * most connect + exchange), redirects not followed (a 3xx is an unsuccessful answer, its `error`
+ * naming where it pointed, as a connector's redirect error does), and only the
  * start of the response body read and kept (RESPONSE_BODY_MAX characters; the connection is dropped
  * when more comes). An answer whose body is cut short (that limit, a reset, the whole-exchange
  * limit) keeps its status and what was read. Never throws: every failure becomes an outcome with
@@ -134,6 +136,8 @@ class Exchange implements Dispatcher.DispatchHandler {
   /** Drops the request (and its connection): given by undici once the request has a connection. */
   private abort: ((err?: Error) => void) | undefined;
   private status: number | null = null;
+  /** A redirect's Location header (only a redirect's is read). */
+  private location: string | undefined;
   private readonly chunks: Buffer[] = [];
   private size = 0;
   private cut: Cut | undefined;
@@ -163,9 +167,10 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.cut) abort(new Error(`exchange ended (${this.cut})`));
   }
 
-  onHeaders(statusCode: number): boolean {
+  onHeaders(statusCode: number, rawHeaders: Buffer[]): boolean {
     // 1xx answers are informational: the final status follows.
     if (statusCode >= 200) this.status = statusCode;
+    if (REDIRECT_STATUSES.has(statusCode)) this.location = headerValue(rawHeaders, 'location');
     return true;
   }
 
@@ -206,7 +211,8 @@ class Exchange implements Dispatcher.DispatchHandler {
       // Masked before the cut, so no part of a secret is left at the end of what is kept.
       const text = truncate(this.secrets.length > 0 ? redactSecrets(read, this.secrets) : read);
       const durationMs = Math.round(performance.now() - this.started);
-      this.resolve({ ok: status >= 200 && status < 300, httpStatus: status, responseBody: text, error: null, durationMs, attemptedAt: this.attemptedAt });
+      const error = REDIRECT_STATUSES.has(status) ? redirectError(status, this.location, this.secrets) : null;
+      this.resolve({ ok: status >= 200 && status < 300, httpStatus: status, responseBody: text, error, durationMs, attemptedAt: this.attemptedAt });
       return;
     }
     const limit = this.options.connectTimeoutMs + this.options.timeoutMs;
@@ -218,6 +224,21 @@ class Exchange implements Dispatcher.DispatchHandler {
           : describeNetworkError(error ?? new Error('no answer'), { connectTimeoutMs: this.options.connectTimeoutMs, timeoutMs: this.options.timeoutMs });
     this.resolve(failed(message, this.started, this.attemptedAt));
   }
+}
+
+/** The first value of a header in undici's raw list (`[name, value, name, value, …]`), or undefined. */
+function headerValue(raw: Buffer[], name: string): string | undefined {
+  for (let i = 0; i + 1 < raw.length; i += 2) if (raw[i]!.toString('latin1').toLowerCase() === name) return raw[i + 1]!.toString('latin1');
+  return undefined;
+}
+
+/**
+ * The error of an answered redirect, never followed: where it pointed (the integration's secrets
+ * masked, then without credentials, query and fragment, as a connector's redirect error names it).
+ */
+function redirectError(status: number, location: string | undefined, secrets: readonly string[]): string {
+  const target = location ? ` to ${redirectTarget(secrets.length > 0 ? redactSecrets(location, secrets) : location)}` : '';
+  return `answered HTTP ${status}, a redirect${target}; redirects are not followed (point the integration's targetUrl at the address it names)`;
 }
 
 /** The first RESPONSE_BODY_MAX characters (code points, so no pair of a character is cut in two). */

@@ -16,8 +16,8 @@ export const BODY_QUOTE_LIMIT = 500;
 /** The redirects: the engine follows none of them (a redirect could carry the connector's credentials to another host). */
 export const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
 
-/** A redirect's Location as a message shows it: its address without credentials, query and fragment (which may carry a signed token), at most 200 characters. */
-function redirectTarget(location: string): string {
+/** A redirect's Location as a message shows it: its address without credentials, query and fragment (which may carry a signed token), at most 200 characters. Webhook attempts name it the same way (src/webhooks/sender.ts). */
+export function redirectTarget(location: string): string {
   return quote(maskUserinfo(location).replace(/[?#][\s\S]*$/, '…'), 200);
 }
 
