@@ -138,15 +138,15 @@ describe('svc chat --analytic and svc rediscover', () => {
     });
   });
 
-  it('rediscover of a scope no connector or entity declares warns (a typo), and exits 0 as the hub stored the empty card', async () => {
+  it('rediscover of a scope no connector or entity declares is the hub\'s 404 naming it (a typo), exit 1, nothing stored', async () => {
     expect(await svc(['rediscover', '--scope', 'nope'])).toEqual({
-      code: 0,
-      out: 'scope nope: 0 table(s), 0 column(s) discovered (source discovered)\n',
-      err: "warning: no connector or entity of the tenant declares scope 'nope' (svc connectors ls and svc entities ls show their scopes): its card is empty\n",
+      code: 1,
+      out: '',
+      err:
+        "error: no connector or entity of the tenant declares scope 'nope'; hint: a connector's scopes and an entity's spec.scope declare the tenant's scopes " +
+        '(GET /api/connectors and GET /api/entities list them: svc connectors ls, svc entities ls); nothing was stored (HTTP 404)\n',
     });
-    const json = await svc(['rediscover', '--scope', 'nope', '--json']);
-    expect(json).toMatchObject({ code: 0, err: expect.stringContaining("no connector or entity of the tenant declares scope 'nope'") });
-    expect(JSON.parse(json.out)).toMatchObject({ scope: 'nope', tableCount: 0 });
+    expect(await svc(['rediscover', '--scope', 'nope', '--json'])).toMatchObject({ code: 1, out: '', err: expect.stringContaining("declares scope 'nope'") });
     // A scope with a table: no warning.
     expect(await svc(['rediscover', '--scope', 'partners'])).toMatchObject({ code: 0, out: expect.stringMatching(/^scope partners: 1 table\(s\)/), err: '' });
   });

@@ -1263,9 +1263,10 @@ export const COMMANDS: Command[] = [
 ];
 
 /**
- * A rediscover that found nothing stored an empty card: a warning says why, whether no connector or
- * entity of the tenant declares the scope (a typo), or those that do have no table yet. Asked on
- * this path only; a list the caller may not read leaves the warning out.
+ * A rediscover that found nothing stored an empty card: the scope is declared (the hub answers a
+ * scope nothing declares with a 404, storing nothing), but what declares it has no table yet, which
+ * a warning says, naming them. Asked on this path only; a list the caller may not read leaves the
+ * warning out.
  */
 async function warnEmptyCard(c: Ctx, scope: string): Promise<void> {
   const declaring: string[] = [];
@@ -1278,8 +1279,7 @@ async function warnEmptyCard(c: Ctx, scope: string): Promise<void> {
       throw err;
     }
   }
-  if (!declaring.length) warn(c, `no connector or entity of the tenant declares scope '${scope}' (svc connectors ls and svc entities ls show their scopes): its card is empty`);
-  else warn(c, `scope '${scope}' is declared by ${declaring.join(', ')}, but none of the tables they read exists yet: run the connectors, then svc rediscover --scope ${scope} again`);
+  if (declaring.length) warn(c, `scope '${scope}' is declared by ${declaring.join(', ')}, but none of the tables they read exists yet: run the connectors, then svc rediscover --scope ${scope} again`);
 }
 
 /** A warning on stderr: its text may quote the hub or a manifest, so it is shown, never obeyed by the terminal. */

@@ -47,6 +47,24 @@ export class DiscoveryNotStarted extends HubError {
 }
 
 /**
+ * 404 `{error, hint}`: no connector or entity of the tenant declares the scope (a typo, most often),
+ * so there is nothing to discover; nothing is stored (a card the scope had stays as it was), where an
+ * empty card stored under the name would stand for a scope that does not exist.
+ */
+export class ScopeNotDeclared extends HubError {
+  constructor(readonly scope: string) {
+    super(`no connector or entity of the tenant declares scope '${scope}'`);
+    this.name = 'ScopeNotDeclared';
+  }
+  render(): Rendered {
+    return {
+      status: 404,
+      body: { json: { error: this.message, hint: "a connector's scopes and an entity's spec.scope declare the tenant's scopes (GET /api/connectors and GET /api/entities list them: svc connectors ls, svc entities ls); nothing was stored" } },
+    };
+  }
+}
+
+/**
  * The asking client went away (`signal`, whileClientWaits): the discovery sends no further statement,
  * and the one running is cancelled in PostgreSQL (`pg_cancel_backend` of its backend from another
  * connection of `db`'s application pool), so its connection comes back at once, not at the timeout.
@@ -139,7 +157,8 @@ const ENTITY_SCHEMA = 'entity';
  * value guard holds literals to). Then one relation `entity.<name>` per entity declaring the scope
  * whose sources the database serves now: its canonical columns with their declared types, labels,
  * descriptions, examples and values (the declared domain). Stored as the scope's card (source type
- * `entity` when it holds an entity, else `discovered`). With `timeoutMs` (`svc.analytic.statement-timeout`),
+ * `entity` when it holds an entity, else `discovered`). A scope no connector or entity of the tenant
+ * declares is a ScopeNotDeclared (404), nothing stored. With `timeoutMs` (`svc.analytic.statement-timeout`),
  * the discovery's statements from here on are held to it all together (withinTotal), and one still
  * running when it is up is a DiscoveryTimedOut (503), not a connection held for as long as the
  * group-bys over large tables take. With `stop` too, a client that goes away stops it at once,
@@ -154,6 +173,12 @@ export async function discoverCard(
   const tenantId = given.tenantId!;
   let doing = "reading the scope's tables";
   const tx = timeoutMs === undefined ? given : withinTotal(given, Math.max(1, Math.floor(timeoutMs)), () => doing, stop);
+  const { rows: declared } = await tx.query<{ yes: boolean }>(
+    `select exists (select 1 from connectors.connectors where $1 = any(scopes))
+         or exists (select 1 from entities.entities where scopes @> array[$1]::text[]) as yes`,
+    [scope],
+  );
+  if (!declared[0]?.yes) throw new ScopeNotDeclared(scope);
   const { rows: tables } = await tx.query<{ table_name: string }>(
     `select distinct e.table_name from connectors.ext_tables e join connectors.connectors c on c.id = e.connector_id
       where $1 = any(c.scopes) order by 1`,

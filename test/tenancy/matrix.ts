@@ -184,7 +184,7 @@ export const ENDPOINTS: EndpointCase[] = [
   { route: 'GET /api/platform/rag/status', path: '/api/platform/rag/status', expect: 200, excludes: true },
   { route: 'GET /api/platform/rag/schema', path: '/api/platform/rag/schema?scope=globex-scope', expect: 404 },
   // The summary names the scope asked for (theirs), so no `excludes`; GET schema above shows their card stays theirs.
-  { route: 'POST /api/platform/rag/rediscover', path: '/api/platform/rag/rediscover?scope=globex-scope', expect: 200 },
+  { route: 'POST /api/platform/rag/rediscover', path: '/api/platform/rag/rediscover?scope=globex-scope', expect: 404 },
   { route: 'POST /api/platform/rag/reindex', path: '/api/platform/rag/reindex', expect: 202 },
 
   // Organisations, users, roles, scopes.

@@ -367,6 +367,18 @@ describe('analytic chat', () => {
     expect(card.relations[0]!.columns.find((c) => c.name === 'country')!.values).toContain('FR');
   });
 
+  it('rediscover of a scope no connector or entity declares is a 404 naming it, and stores no card (an analytic question on it keeps its 409)', async () => {
+    const reply = await admin.post('/api/platform/rag/rediscover?scope=nope');
+    expect(reply).toMatchObject({
+      status: 404,
+      body: { error: "no connector or entity of the tenant declares scope 'nope'", hint: expect.stringContaining('svc connectors ls, svc entities ls); nothing was stored') },
+    });
+    // Stored, an empty card stood for a scope that does not exist: served by GET schema, sent to the model.
+    expect(await admin.get('/api/platform/rag/schema?scope=nope')).toMatchObject({ status: 404, body: { error: 'No schema card found for scope: nope' } });
+    expect(await admin.post('/api/platform/rag/chat', { question: 'how many?', mode: 'analytic', scope: 'nope' })).toMatchObject({ status: 409 });
+    expect((await owner.query("select count(*)::int as n from retrieval.schema_cards where scope = 'nope'")).rows[0]!.n).toBe(0);
+  });
+
   it('a card holds examples of at most 200 characters, never half a character; declared values stay whole', async () => {
     // Half the rows in one long city, an emoji pair where the cut falls: the card held three whole values of each column.
     const long = `${'x'.repeat(198)}${'😀'.repeat(300)}`;

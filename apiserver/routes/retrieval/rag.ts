@@ -253,7 +253,8 @@ export const ragRoutes: RouteDecl[] = [
     auth: ['svc_integrator', 'svc_admin'],
     description:
       'Reads the ext tables the scope\'s connectors write: their columns (not the raw payload), up to three examples each, and, for a text ' +
-      'column with at most 20 distinct values each seen twice on average, those values as its declared domain. Replaces the scope\'s card.',
+      'column with at most 20 distinct values each seen twice on average, those values as its declared domain. Replaces the scope\'s card. ' +
+      'A scope no connector or entity of the tenant declares is a 404, nothing stored.',
     query: scopeQuery,
     responses: {
       200: {
@@ -261,6 +262,7 @@ export const ragRoutes: RouteDecl[] = [
         schema: { type: 'object', required: ['scope', 'tableCount', 'columnCount', 'enriched', 'sourceType'], properties: { scope: { type: 'string' }, tableCount: { type: 'integer' }, columnCount: { type: 'integer' }, enriched: { type: 'boolean' }, sourceType: { type: 'string' } } },
       },
       400: { description: '`scope is required`', schema: errorBody },
+      404: { description: "`{error, hint}`: `no connector or entity of the tenant declares scope '<scope>'`; nothing stored", schema: errorBody },
       503: { description: '`{error, hint}`: the discovery, all its statements together, ran past `svc.analytic.statement-timeout`, or found no turn among the analytic queries within it; the scope keeps its previous card', schema: errorBody },
       ...platformRefusals(true),
     },
