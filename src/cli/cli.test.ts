@@ -144,6 +144,26 @@ describe('login, whoami, logout', () => {
     expect(existsSync(file)).toBe(false);
   });
 
+  it("an error answer's Retry-After is part of the error line (the hub's 429 of a rate limit: how long it asks to wait), as events tail says it", async () => {
+    let retryAfter: string | undefined = '42';
+    const limited = createServer((_req, res) => {
+      res.writeHead(429, { 'Content-Type': 'application/json', ...(retryAfter ? { 'Retry-After': retryAfter } : {}) });
+      res.end('{"error":"rate limit exceeded"}');
+    });
+    await new Promise<void>((resolve) => limited.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const env = { SVC_URL: `http://127.0.0.1:${(limited.address() as AddressInfo).port}`, SVC_DEV_TENANT: '1', SVC_CLI_CONFIG: join(dir, 'limited.json') };
+      expect(await svc(['search', 'partner'], { env })).toEqual({ code: 1, out: '', err: 'error: rate limit exceeded (HTTP 429, Retry-After: 42)\n' });
+      expect(await svc(['chat', 'how many partners?', '--json'], { env })).toEqual({ code: 1, out: '', err: 'error: rate limit exceeded (HTTP 429, Retry-After: 42)\n' });
+      // Without the header (or with a date, which is not read) the line is as before.
+      retryAfter = undefined;
+      expect(await svc(['search', 'partner'], { env })).toEqual({ code: 1, out: '', err: 'error: rate limit exceeded (HTTP 429)\n' });
+    } finally {
+      limited.closeAllConnections();
+      await new Promise((resolve) => limited.close(resolve));
+    }
+  });
+
   it('a refused token (401) says which token: the stored one (log in again), the one given to login (nothing stored), SVC_TOKEN; never printing it', async () => {
     const refusing = createServer((_req, res) => {
       res.writeHead(401, { 'Content-Type': 'text/plain', 'WWW-Authenticate': 'Bearer' });

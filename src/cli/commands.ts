@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { holdsUserInfo, inClearTo, isHttpUrl, normaliseUrl, ownsConfigFolder, removeConfig, type Target, USER_INFO_REFUSED, writeConfig } from './config.js';
-import { CliError, HttpError, UsageError } from './errors.js';
+import { answered, CliError, HttpError, UsageError } from './errors.js';
 import { OPEN_TIMEOUT_MS, tailEvents } from './event-tail.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import { isUuid } from '../validation/uuid.js';
@@ -388,7 +388,7 @@ async function eachDocument<R>(c: Ctx, manifests: Manifest[], done: 'applied' | 
     } catch (err) {
       if (c.signal.aborted) throw err;
       if (bool(c, 'continue') && err instanceof HttpError) {
-        c.err(`error: ${printable(err.message)} (HTTP ${err.status})\n`);
+        c.err(`error: ${printable(err.message)} (${answered(err)})\n`);
         refused.push(manifest.source);
         continue;
       }

@@ -31,3 +31,11 @@ export class HttpError extends CliError {
     super(message);
   }
 }
+
+/**
+ * How an error line names the answer: `HTTP 404`, and the `Retry-After` a 429 or a 503 gave
+ * (`HTTP 429, Retry-After: 42`), so that whoever reads it knows how long the hub asks them to wait.
+ */
+export function answered(err: HttpError): string {
+  return `HTTP ${err.status}${err.retryAfterSeconds === undefined ? '' : `, Retry-After: ${err.retryAfterSeconds}`}`;
+}

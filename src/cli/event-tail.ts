@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mayPass } from '../http-status.js';
-import { HttpError } from './errors.js';
+import { answered, HttpError } from './errors.js';
 import { type Hub, seconds } from './http.js';
 
 /**
@@ -67,8 +67,8 @@ export function reconnectDelay(err: unknown, failures: number, retryMs: number):
   const backoff = Math.min(MAX_BACKOFF_MS, Math.max(1_000, retryMs) * 2 ** Math.max(0, failures - 1));
   if (err instanceof HttpError) {
     if (!mayPass(err.status)) return undefined;
-    if (err.retryAfterSeconds === undefined) return { ms: backoff, why: `${err.message} (HTTP ${err.status})` };
-    return { ms: Math.min(MAX_WAIT_MS, Math.max(1_000, err.retryAfterSeconds * 1_000)), why: `${err.message} (HTTP ${err.status}, Retry-After: ${err.retryAfterSeconds})` };
+    const why = `${err.message} (${answered(err)})`;
+    return { ms: err.retryAfterSeconds === undefined ? backoff : Math.min(MAX_WAIT_MS, Math.max(1_000, err.retryAfterSeconds * 1_000)), why };
   }
   return { ms: backoff, why: (err as Error)?.message ?? String(err) };
 }

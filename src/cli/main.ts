@@ -3,7 +3,7 @@ import { packageVersion } from '../package-root.js';
 import { COMMANDS, type Command, type Ctx, type Flag, type Io } from './commands.js';
 import type { Output } from './context.js';
 import { configPath, resolveTarget, type Target } from './config.js';
-import { CliError, HttpError, Interrupted, UsageError } from './errors.js';
+import { answered, CliError, HttpError, Interrupted, UsageError } from './errors.js';
 import { Hub } from './http.js';
 import { columnsOf, padTo, printable } from './output.js';
 import { closest } from '../validation/closest.js';
@@ -166,7 +166,7 @@ export async function main(argv: string[], io: Io = processIo()): Promise<number
   } catch (e) {
     if (controller.signal.aborted || e instanceof Interrupted) return exitOnSignal;
     if (e instanceof UsageError) return usageError(err, `svc ${command.name}: ${e.message}`, commandHelp(command, ew));
-    if (e instanceof HttpError) err(`error: ${printable(e.message)} (HTTP ${e.status})\n`);
+    if (e instanceof HttpError) err(`error: ${printable(e.message)} (${answered(e)})\n`);
     else if (e instanceof CliError) err(`error: ${printable(e.message)}\n`);
     else err(`error: ${printable((e as Error).message ?? String(e))}\n`);
     return command.failure ?? 1;

@@ -1,5 +1,5 @@
 import { type Ctx, colourWanted, dumbTerminal } from './context.js';
-import { HttpError } from './errors.js';
+import { answered, HttpError } from './errors.js';
 import { type StreamEvent, tailEvents, type Wait } from './event-tail.js';
 import { type Hub, NOT_RUNNING_HINT } from './http.js';
 import { KeyReader, PASTE } from './keys.js';
@@ -210,7 +210,7 @@ export function terse(text: string, url: string): string {
 
 /** The status line's text for what a call threw: the hub's message and status, or why it was unreachable. */
 function errorStatus(what: string, err: unknown, url: string): string {
-  if (err instanceof HttpError) return `${what}: ${err.message} (HTTP ${err.status})`;
+  if (err instanceof HttpError) return `${what}: ${err.message} (${answered(err)})`;
   return `${what}: ${terse((err as Error)?.message ?? String(err), url)}`;
 }
 
