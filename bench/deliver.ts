@@ -70,6 +70,7 @@ import {
   usPer,
 } from './support/measure.js';
 import { benchConfig } from './support/hub-config.js';
+import { idleStates, PG_STATEMENTS_SETTINGS, PgSplit, StatementStats } from './support/drain-diagnosis.js';
 
 const DRAIN_EVENTS = positiveInt('BENCH_DRAIN_EVENTS', 100_000);
 /** Events per second the separate writer aims at (an open loop), and for how long. */
@@ -88,6 +89,10 @@ const STALL_MS = 60_000;
 /** The figures the hub is held to. */
 const TARGETS = { drainRatio: 0.5, fixedRateP50Ms: 10 };
 const CPU_PROFILE = process.env.BENCH_CPU_PROFILE || undefined;
+/** Diagnoses of the drain (bench/support/drain-diagnosis.ts), each a load of its own: never with the figures of a table. */
+const DIAGNOSE_PG_SPLIT = process.env.BENCH_PG_SPLIT === '1';
+const DIAGNOSE_STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
+const DIAGNOSE_IDLE_STATES = process.env.BENCH_IDLE_STATES === '1';
 const RESULTS = fileURLToPath(new URL('./results/', import.meta.url));
 
 function positiveInt(name: string, fallback: number): number {
@@ -813,7 +818,7 @@ async function main(): Promise<void> {
   let receiver: Receiver | undefined;
   let emitter: Emitter | undefined;
   try {
-    database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc' });
+    database = await startEmbedded({ dataDir: join(dir, 'pg-data'), database: 'svc', settings: DIAGNOSE_STATEMENTS ? PG_STATEMENTS_SETTINGS : undefined });
     const config = benchConfig(database.url, dir, process.env.BENCH_PER_INTEGRATION ? { 'svc.webhook.concurrency-per-integration': positiveInt('BENCH_PER_INTEGRATION', 8) } : {});
     const perIntegration = config.int('svc.webhook.concurrency-per-integration');
     hub = await startHub(config, { api: true, background: true });
@@ -865,7 +870,16 @@ async function main(): Promise<void> {
     const drainSignaturesBefore = receiver.verified;
     const fill = await fillOutbox(hub, DRAIN_EVENTS);
     // The CPU meter (and the profile) start once the fill has committed: the drain's own window.
+    // Diagnoses (off unless asked for, bench/support/drain-diagnosis.ts): logged, not results.
+    const statements = DIAGNOSE_STATEMENTS ? new StatementStats(database.url) : undefined;
+    await statements?.start();
+    const split = DIAGNOSE_PG_SPLIT ? new PgSplit(postmasterPid(join(dir, 'pg-data', 'pg'))!) : undefined;
+    split?.start();
+    const states = DIAGNOSE_IDLE_STATES ? idleStates(hub, perIntegration) : undefined;
     const drainFigures = await cpuOf(meter, DRAIN_EVENTS, () => profiled(CPU_PROFILE, 'this process during the drain', () => drain(receiver!, fill, drainSignaturesBefore)));
+    if (states) log(`  diagnosis: the event loop's idle and busy ms by pipeline state ${JSON.stringify(states())}`);
+    if (split) log(`  diagnosis: PostgreSQL's CPU seconds by process type ${JSON.stringify(split.stop())}`);
+    if (statements) for (const row of await statements.stop()) log(`  diagnosis: statement ${JSON.stringify(row)}`);
     const ceilAfter = await ceilingRun('after');
     const ceil = meanCeiling(ceilBefore, ceilAfter);
     const drainRatio = round(drainFigures.deliveriesPerSec / ceil.requestsPerSec, 3);

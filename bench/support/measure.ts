@@ -324,10 +324,10 @@ function forkReady<T>(file: string, what: string, env: Record<string, string> = 
 // ---------------------------------------------------------------------------------------------
 // CPU time per process (Linux /proc), to tell which process a stage spent its time in.
 
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux (getconf CLK_TCK)
+export const TICKS_PER_SECOND = 100; // USER_HZ on Linux (getconf CLK_TCK)
 
 /** utime + stime, cutime + cstime, the parent pid and the start time of a process, or undefined when it is gone or /proc is absent. */
-function procStat(pid: number): { ppid: number; self: number; children: number; start: number } | undefined {
+export function procStat(pid: number): { ppid: number; self: number; children: number; start: number } | undefined {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/stat`, 'utf8');
@@ -339,7 +339,7 @@ function procStat(pid: number): { ppid: number; self: number; children: number; 
 }
 
 /** The pids of a process's live children (every thread's `children` file), none when it is gone. */
-function childPids(pid: number): number[] {
+export function childPids(pid: number): number[] {
   let tasks: string[];
   try {
     tasks = readdirSync(`/proc/${pid}/task`);

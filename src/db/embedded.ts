@@ -98,6 +98,8 @@ export interface EmbeddedOptions {
    * directory (when the socket's path fits, see socketDirFor); `false`: TCP on 127.0.0.1 only.
    */
   socketDir?: string | false;
+  /** Further server settings, each given on its command line (`-c name=value`): a bench's diagnosis (pg_stat_statements loaded, say). Default none. */
+  settings?: Readonly<Record<string, string>>;
   /** How long after the server exited unexpectedly it is started again (doubling after each failed try, at most 30 s); default 1000. */
   restartDelayMs?: number;
   /**
@@ -302,7 +304,7 @@ async function startCluster(dataDir: string, options: EmbeddedOptions, startedHe
   // directory stays locked while the server or any of its processes lives, the hub gone or not.
   const lockFd = heldLocks.get(dataDir);
   const launch = async (): Promise<{ child: ChildProcess; exited: Promise<void> }> => {
-    const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS, '-c', `unix_socket_directories=${socketDir ?? ''}`], {
+    const child = spawn(join(install, 'bin', 'postgres'), ['-D', clusterDir, '-p', String(port), ...FLAGS, ...Object.entries(options.settings ?? {}).flatMap(([name, value]) => ['-c', `${name}=${value}`]), '-c', `unix_socket_directories=${socketDir ?? ''}`], {
       ...runAs,
       cwd: '/',
       env: serverEnv(),
