@@ -122,14 +122,19 @@ export type StateTime = { idleMs: number; busyMs: number; samples: number };
  * outcome writer holding attempts back (`outcomes-full`: its pending outcomes at `outcomesMax`), no
  * attempt running or queued (`pool-empty`: the consumer has not handed over the next batch), every
  * per-integration slot taken with attempts queued (`slots-full`: waiting for answers), or neither
- * (`other`). Reads the worker's private state (a diagnosis, not an interface).
+ * (`other`); and the spells of an empty pool (`emptySpells`: when, how long). Reads the worker's
+ * private state (a diagnosis, not an interface).
  */
-export function idleStates(hub: Hub, perIntegration: number, outcomesMax = 2_000): () => Record<string, StateTime> {
+export function idleStates(hub: Hub, perIntegration: number, outcomesMax = 2_000): () => Record<string, StateTime | Array<[number, number]>> {
   // biome-ignore lint/suspicious/noExplicitAny: a diagnosis reads the worker's private state
   const worker = (hub.services.integrations as any).o.worker;
   const pool = worker.o.pool as { running: number; queued: number };
   const outcomes = worker.outcomes as { size(): number };
   const byState: Record<string, StateTime> = {};
+  // Spells of an empty pool of 5 ms or more: [ms from the start, length ms] (the start of a drain, its end, or between batches).
+  const emptySpells: Array<[number, number]> = [];
+  let emptySince: number | undefined;
+  const began = performance.now();
   let previous = performance.eventLoopUtilization();
   const timer = setInterval(() => {
     const now = performance.eventLoopUtilization();
@@ -137,6 +142,12 @@ export function idleStates(hub: Hub, perIntegration: number, outcomesMax = 2_000
     previous = now;
     const state =
       outcomes.size() >= outcomesMax ? 'outcomes-full' : pool.running === 0 && pool.queued === 0 ? 'pool-empty' : pool.running >= perIntegration && pool.queued > 0 ? 'slots-full' : 'other';
+    const at = performance.now();
+    if (state === 'pool-empty') emptySince ??= at;
+    else if (emptySince !== undefined) {
+      if (at - emptySince >= 5) emptySpells.push([Math.round(emptySince - began), Math.round(at - emptySince)]);
+      emptySince = undefined;
+    }
     byState[state] ??= { idleMs: 0, busyMs: 0, samples: 0 };
     const o = byState[state]!;
     o.idleMs += d.idle;
@@ -145,10 +156,11 @@ export function idleStates(hub: Hub, perIntegration: number, outcomesMax = 2_000
   }, 1);
   return () => {
     clearInterval(timer);
+    if (emptySince !== undefined) emptySpells.push([Math.round(emptySince - began), Math.round(performance.now() - emptySince)]);
     for (const o of Object.values(byState)) {
       o.idleMs = Math.round(o.idleMs);
       o.busyMs = Math.round(o.busyMs);
     }
-    return byState;
+    return { ...byState, emptySpells };
   };
 }
