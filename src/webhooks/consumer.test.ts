@@ -279,6 +279,46 @@ describe('the consumer', () => {
     }
   });
 
+  it('handing over ahead: a batch returns once recorded, its attempts still waiting for room, and the next one once that batch is handed over, whose own wait begins only then; every attempt queued in event order', async () => {
+    // Only this test's integration matches its events.
+    await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
+    // The first request is answered late: meanwhile the integration's one slot is taken and its queue (2) full.
+    let first = true;
+    const endpoint = await startReceiver(() => {
+      const late = first;
+      first = false;
+      return { status: 200, body: 'ok', delayMs: late ? 3_000 : 0 };
+    });
+    const pool = new RecordingPool(8, 1, 2);
+    const worker = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 30_000, userAgent: 'test' }), pool, leaseMs: 60_000 });
+    const ahead = new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100, queueWaitMs: 30_000, handOverAhead: true });
+    try {
+      const target = await t.db.withTenant(2, (tx) => createIntegration(tx, { name: 'ahead', targetUrl: `${endpoint.url}/ahead`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules));
+      const a = await emitBatch(6, 700);
+      const b = await emitBatch(3, 710);
+      // One sent, two queued, three waiting for room: the batch returns with them still waiting.
+      expect(await ahead.handleBatch(a)).toBe(6);
+      expect(pool.offers.map((o) => [o.key, o.count, o.ended])).toEqual([[target.id, 3, undefined]]);
+      // The next batch returns only once the one before is handed over (its waiting offer ended, all taken).
+      expect(await ahead.handleBatch(b)).toBe(3);
+      expect(pool.offers[0]!.ended).toBeDefined();
+      expect(pool.offers[0]!.taken).toBe(3);
+      await ahead.handedOver();
+      // The later batch's wait for room began once the earlier one's had ended: its second is its own.
+      expect(pool.offers.map((o) => o.key)).toEqual([target.id, target.id]);
+      expect(pool.offers[1]!.began).toBeGreaterThan(pool.offers[0]!.ended!);
+      expect(await leftToSweep([...a, ...b], target.id)).toBe(0);
+      // One slot: the requests came in the order they were queued, the events' order.
+      const got = await endpoint.waitFor(9, '/ahead', 10_000);
+      expect(got.map((r) => JSON.parse(r.body).orgId)).toEqual([...a, ...b].map((e) => (e.payload as { orgId: number }).orgId));
+    } finally {
+      await worker.stop();
+      await endpoint.close();
+      await t.owner.query("update hub.integrations set enabled = false where tenant_id = 2 and name = 'ahead'");
+      await t.owner.query("delete from hub.deliveries where integration_id in (select id from hub.integrations where tenant_id = 2 and name = 'ahead')");
+    }
+  });
+
   it('an endpoint whose attempts end fast during the wait stays on the fast path batch after batch (a process short of CPU is not a stuck endpoint); one that hangs costs one wait, then none', async () => {
     // Each answer a tenth of the wait (well within the 1/PROGRESS_FACTOR of it that counts as
     // progress): the endpoint keeps answering, but fewer rows than a batch brings fit in one wait (as

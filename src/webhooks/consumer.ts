@@ -3,6 +3,7 @@ import { arrayLiteral } from '../db/array-literal.js';
 import type { Database } from '../db/database.js';
 import { advanceSql, advanceValues, type CursorMove } from '../events/consumer.js';
 import type { OutboxEvent } from '../events/outbox.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
 import { type ClaimedRow, type IntegrationColumns, integrationColumns, RELEASE_LEASES_SQL, TENANT_ACTIVE_SQL } from './journal.js';
@@ -47,6 +48,13 @@ interface WebhookConsumerOptions {
   minGapMs?: number;
   /** How long a batch waits, in all, for room in full integration queues (default QUEUE_WAIT_MS). */
   queueWaitMs?: number;
+  /**
+   * A batch's first attempts that wait for room are handed over while the next batch is read and
+   * recorded (`handleBatch` returns once its batch is recorded and the batch before it handed over):
+   * the pool does not run dry while the next statement runs. Default false: `handleBatch` returns
+   * once its own batch is handed over.
+   */
+  handOverAhead?: boolean;
 }
 
 type Inserted = { id: number; tenant_id: number; integration_id: number };
@@ -169,6 +177,9 @@ export const SWEEP_CLAIM_SQL = `with recursive integrations (id) as (
  returning d.id, d.tenant_id, d.integration_id`;
 
 export class WebhookConsumer {
+  /** With `handOverAhead`: the hand-over of the last batch's first attempts that wait for room, while it runs. */
+  private handingOver: Promise<void> | undefined;
+
   constructor(private readonly o: WebhookConsumerOptions) {}
 
   /**
@@ -235,6 +246,33 @@ export class WebhookConsumer {
       if (lane) lane.push(claim);
       else full.set(row.integration_id, [claim]);
     }
+    if (!this.o.handOverAhead) {
+      if (full.size > 0) await this.handOver(full, token);
+      return rows.length;
+    }
+    // This batch's waiting attempts are handed over while the loop reads and records the next batch;
+    // that batch's own wait for room begins once this one's has ended (its QUEUE_WAIT_MS is its own,
+    // not spent behind this batch's rows), and it returns only then, so one batch at most waits
+    // besides the queues. Its rows are leased: a crash meanwhile leaves them to the retry sweep, as
+    // for attempts queued.
+    const before = this.handingOver;
+    const handover = full.size > 0 ? (before ?? Promise.resolve()).then(() => this.handOver(full, token)).catch((err) => this.handOverFailed(err)) : undefined;
+    this.handingOver = handover;
+    await before;
+    return rows.length;
+  }
+
+  /** Resolves once the first attempts of the batches handled so far are handed over (queued, or left to the sweep). */
+  async handedOver(): Promise<void> {
+    while (this.handingOver) {
+      const handover = this.handingOver;
+      await handover;
+      if (this.handingOver === handover) this.handingOver = undefined;
+    }
+  }
+
+  /** The rows of full queues: queued as room frees (QUEUE_WAIT_MS in all), what finds none released for the sweep. */
+  private async handOver(full: Map<number, Claim[]>, token: string): Promise<void> {
     const deferred: number[] = [];
     await Promise.all(
       [...full.values()].map(async (lane) => {
@@ -248,7 +286,11 @@ export class WebhookConsumer {
       await this.release('outbox:webhooks', deferred, token);
       logger().warn({ deferred: deferred.length }, `${deferred.length} first attempt(s) left to the retry sweep: their integrations' queues are full`);
     }
-    return rows.length;
+  }
+
+  /** A hand-over ahead whose leases could not be given back: they run out instead, then the sweep takes the rows. */
+  private handOverFailed(err: unknown): void {
+    logger().warn({ err: loggableMessage(err) }, 'first attempts left to the retry sweep could not be released; their leases run out instead');
   }
 
   /**

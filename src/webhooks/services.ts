@@ -61,6 +61,8 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     refillWaitMs: config.duration('svc.webhook.retry-every'),
     // Retries at least half a sweep apart, whatever the phase of the attempt before (docs/integrations.md).
     minGapMs: config.duration('svc.webhook.retry-every') / 2,
+    // The next batch is recorded while this one's attempts wait for room: the pool keeps work.
+    handOverAhead: true,
   });
   const integrations = new IntegrationService({
     db: deps.db,
@@ -94,6 +96,8 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     async stop() {
       if (started) loop.stop();
       await worker.stop();
+      // A batch's first attempts still being handed over (handOverAhead): those not queued give their leases back.
+      await consumer.handedOver();
     },
   };
 }
