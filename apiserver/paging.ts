@@ -19,7 +19,7 @@ import type { JsonSchema, ResponseDecl } from './route.js';
 export const MAX_PAGE = 200;
 
 /** What one value of a sort key is: an instant to the microsecond, a UUID, a bigint id, a boolean. */
-type KeyPart = 'instant' | 'uuid' | 'id' | 'flag';
+export type KeyPart = 'instant' | 'uuid' | 'id' | 'flag';
 
 const INSTANT = /^(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 const ID = /^[1-9]\d{0,18}$/;
@@ -70,6 +70,9 @@ export interface Paging<F> {
   answer<T>(ctx: Context, query: Record<string, unknown>, page: Page<T>): T;
 }
 
+/** Every list paging() was declared for, its name and the parts of its key (the route fuzzer forges cursors of each). */
+export const PAGED_LISTS: Array<{ readonly name: string; readonly key: readonly KeyPart[] }> = [];
+
 /**
  * The paging of one list: `name` tells its cursors from any other list's, `key` says what its sort
  * key holds, `filters` are the list's other query parameters (the next page's link repeats them). A
@@ -84,6 +87,7 @@ export function paging<const F extends Record<string, JsonSchema> = Record<never
   /** A `limit` above MAX_PAGE: read as MAX_PAGE (`cap`, the default) or a 400 naming `limit` (`refuse`). */
   over?: 'cap' | 'refuse';
 }): Paging<F> {
+  if (!PAGED_LISTS.some((l) => l.name === list.name)) PAGED_LISTS.push({ name: list.name, key: list.key });
   const encode = (key: PageKey) => Buffer.from(JSON.stringify([list.name, ...key])).toString('base64url');
   const refused = () =>
     new ValidationError('before is not a cursor of this list', 'before', 'take the cursor from the Link header (rel="next") of a page of the same list, or leave before out for the first page');

@@ -1,7 +1,9 @@
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { stringify as toYaml } from 'yaml';
+import { PAGED_LISTS } from '../../apiserver/paging.js';
 import type { JsonSchema, RouteDecl } from '../../apiserver/route.js';
-import { unstorableText } from '../../src/validation/input-limits.js';
+import { MAX_JSON_BODY_BYTES, unstorableText } from '../../src/validation/input-limits.js';
 
 /**
  * Generators of requests for one route declaration: values derived from its JSON Schemas (so many
@@ -78,6 +80,24 @@ const NASTY_STRINGS = [
   '*',
   '\u202e\u0301',
   '😀',
+  // Keys that name an object's prototype or its methods (a merge or a lookup by name may reach them).
+  '__proto__',
+  'constructor',
+  'prototype',
+  'toString',
+  'hasOwnProperty',
+  // Numbers spelt as a parser may or may not take them, and at the edges of 32- and 64-bit integers.
+  '-0',
+  '0.0',
+  '+1',
+  ' 1',
+  '1 ',
+  '0x10',
+  '1e3',
+  '2147483648',
+  '-2147483649',
+  '4294967296',
+  '-9223372036854775809',
 ];
 
 export const nastyString = fc.oneof(
@@ -209,9 +229,40 @@ export function bodyArbitrary(decl: RouteDecl): fc.Arbitrary<{ type: string; tex
     { weight: 1, arbitrary: fc.constantFrom(65, 5000).map((d) => ({ type: 'application/json', text: '['.repeat(d) + ']'.repeat(d) })) },
     {
       weight: 1,
-      arbitrary: fc.constantFrom('{"a": 1e999999}', '{"n": 123456789012345678901234567890}', '{"a":', '\u0000', '"\\ud800"', '[]', 'null', '{"__proto__": {"x": 1}}', '{"a":"\\u0000"}').map((text) => ({ type: 'application/json', text })),
+      arbitrary: fc
+        .constantFrom(
+          '{"a": 1e999999}',
+          '{"n": 123456789012345678901234567890}',
+          '{"a":',
+          '\u0000',
+          '"\\ud800"',
+          '[]',
+          'null',
+          '{"__proto__": {"x": 1}}',
+          '{"a":"\\u0000"}',
+          '',
+          ' \r\n',
+          '{"a":1,"a":2}',
+          '{"constructor": {"prototype": {"x": 1}}}',
+          '{"__proto__": null, "toString": 1, "hasOwnProperty": "x"}',
+          `[${'{"a":'.repeat(63)}1${'}'.repeat(63)}]`,
+          `${'['.repeat(64)}${']'.repeat(64)}`,
+        )
+        .map((text) => ({ type: 'application/json', text })),
     },
-    { weight: 1, arbitrary: fc.tuple(fc.constantFrom('text/plain', 'application/xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', ''), nastyString).map(([type, text]) => ({ type, text })) },
+    // A body of the route's shape with its first key given twice (the first time as junk), or a prototype's name among its keys.
+    { weight: 1, arbitrary: fc.tuple(shapedValue, junkJson, fc.constantFrom('__proto__', 'constructor', 'prototype')).map(([v, junk, name]) => ({ type: 'application/json', text: twiceOrPrototype(v, junk, name) })) },
+    // Just past the most a JSON body may hold (the hub refuses it by its length: 413).
+    { weight: 1, arbitrary: fc.constant({ type: 'application/json', text: `{"a":"${'x'.repeat(MAX_JSON_BODY_BYTES)}"}` }) },
+    {
+      weight: 1,
+      arbitrary: fc
+        .tuple(
+          fc.constantFrom('text/plain', 'application/xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', '', 'APPLICATION/JSON', 'application/merge-patch+json', 'application/json-patch+json', 'text/json', 'application/*', '*/*', 'application/json;;', 'application/json; charset'),
+          fc.oneof(nastyString, shapedValue.map((v) => JSON.stringify(v) ?? 'null')),
+        )
+        .map(([type, text]) => ({ type, text })),
+    },
   ];
   if (yamlRoute) {
     options.push(
@@ -248,6 +299,14 @@ export function bodyArbitrary(decl: RouteDecl): fc.Arbitrary<{ type: string; tex
   return fc.oneof(...options);
 }
 
+/** The value's JSON with its first key written twice, the first time with junk; or `name` as an extra key when it has none. */
+function twiceOrPrototype(value: unknown, junk: unknown, name: string): string {
+  const text = JSON.stringify(value) ?? 'null';
+  const first = value !== null && typeof value === 'object' && !Array.isArray(value) ? Object.keys(value)[0] : undefined;
+  const inner = text.startsWith('{') && text !== '{}' ? `,${text.slice(1)}` : '}';
+  return `{${JSON.stringify(first ?? name)}:${JSON.stringify(junk) ?? 'null'}${inner}`;
+}
+
 function safeYaml(value: unknown): string {
   try {
     return toYaml(value);
@@ -256,16 +315,22 @@ function safeYaml(value: unknown): string {
   }
 }
 
+/**
+ * Header values as bytes no client should send (Node's client sends a header's text as latin-1): half a
+ * surrogate pair and an overlong NUL in UTF-8, a lone continuation byte, DEL.
+ */
+const RAW_HEADER_JUNK = ['\xed\xa0\x80', '1\xc0\x80', '\x80', '1\x7f', '\xff\xfe'];
+
 /** Header values Node's HTTP client can send (no control characters but tab). */
 const headerSafe = (s: string) => s.replace(/[^\t\x20-\x7e\x80-\xff]/g, '?');
 
 export const headersArbitrary = fc
   .record({
-    tenant: fc.oneof({ weight: 30, arbitrary: fc.constant('1') }, { weight: 1, arbitrary: fc.constantFrom('0', '2', '-1', 'abc', '99999999999999999999', ' 1', '1.0', '') }, { weight: 1, arbitrary: nastyString }),
+    tenant: fc.oneof({ weight: 30, arbitrary: fc.constant('1') }, { weight: 1, arbitrary: fc.constantFrom('0', '2', '-1', 'abc', '99999999999999999999', ' 1', '1.0', '', ...RAW_HEADER_JUNK) }, { weight: 1, arbitrary: nastyString }),
     impersonate: rarely(fc.oneof(fc.constantFrom('1', '2', '0', '9999999999'), nastyString), 20),
-    user: rarely(fc.oneof(fc.constantFrom('1', '42', 'alice', '-1', '99999999999999999999'), nastyString), 6),
+    user: rarely(fc.oneof(fc.constantFrom('1', '42', 'alice', '-1', '99999999999999999999', ...RAW_HEADER_JUNK), nastyString), 6),
     authorization: rarely(fc.oneof(fc.constantFrom('Bearer ', 'Bearer a.b.c', 'Basic YTpi', 'Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.'), nastyString), 6),
-    lastEventId: rarely(fc.oneof(fc.constantFrom('0', '1', '-1', '18446744073709551616', '9223372036854775807', '1e3', 'abc'), nastyString), 3),
+    lastEventId: rarely(fc.oneof(fc.constantFrom('0', '1', '-1', '18446744073709551616', '9223372036854775807', '9007199254740992', '1e3', '1.5', '0x1', 'abc', ...RAW_HEADER_JUNK), nastyString), 3),
     requestId: rarely(nastyString, 10),
   })
   .map((h) => {
@@ -327,11 +392,35 @@ export function undeclaredNameArbitrary(schema: Schema | undefined): fc.Arbitrar
   return fc.oneof({ weight: 3, arbitrary: near }, { weight: 2, arbitrary: plain }, { weight: 1, arbitrary: any }).filter((name) => !Object.hasOwn(properties, name));
 }
 
+/** Values of one part of a list's sort key: at its edges, of another part's kind, or junk. */
+const keyPart = fc.oneof(
+  fc.constantFrom(
+    '0001-01-01T00:00:00.000000Z', '9999-12-31T23:59:59.999999Z', '2026-02-29T00:00:00.000000Z', '1970-01-01T00:00:00.000000Z', '2024-02-29T12:00:00.000000Z',
+    '00000000-0000-0000-0000-000000000000', 'ffffffff-ffff-ffff-ffff-ffffffffffff', '1', '9223372036854775807', '9223372036854775808', 'true', 'false',
+  ),
+  fc.uuid(),
+  fc.date({ min: new Date('0001-01-01T00:00:00Z'), max: new Date('9999-12-31T23:59:59Z'), noInvalidDate: true }).map((d) => d.toISOString().replace('Z', '123Z')),
+  fc.bigInt({ min: 1n, max: 9223372036854775807n }).map(String),
+  nastyString,
+  junkJson,
+);
+
+/**
+ * A `before` cursor as the hub writes them (the base64url of `[list, ...key]`), forged: for any paged list
+ * (this route's or another's), its key parts at their edges, of the wrong kind or junk, too few or too many.
+ * Built when asked for: the lists are those of the route modules loaded by then.
+ */
+const forgedCursor = () =>
+  fc.tuple(fc.constantFrom(...PAGED_LISTS), fc.array(keyPart, { minLength: 0, maxLength: 3 }), fc.boolean()).map(([list, parts, exact]) => {
+    const key = exact ? list.key.map((_, i) => parts[i] ?? '1') : parts;
+    return Buffer.from(JSON.stringify([list.name, ...key])).toString('base64url');
+  });
+
 /** Query strings: the declared parameters (often valid), repeated keys, undeclared and junk keys and values. */
 function queryArbitrary(schema: Schema | undefined): fc.Arbitrary<FuzzQuery> {
   const properties = (schema?.properties ?? {}) as Record<string, Schema>;
   const declared = Object.entries(properties).map(([key, sub]) =>
-    rarely(fc.array(fromSchema(sub).map((v) => (typeof v === 'string' ? v : JSON.stringify(v) ?? '')), { minLength: 1, maxLength: 2 }), 2).map((values) => (values ?? []).map((v) => `${enc(key)}=${enc(v)}`)),
+    rarely(fc.array((key === 'before' ? fc.oneof(forgedCursor(), fromSchema(sub)) : fromSchema(sub)).map((v) => (typeof v === 'string' ? v : JSON.stringify(v) ?? '')), { minLength: 1, maxLength: 2 }), 2).map((values) => (values ?? []).map((v) => `${enc(key)}=${enc(v)}`)),
   );
   const undeclaredNames = rarely(fc.array(fc.tuple(undeclaredNameArbitrary(schema), nastyString), { minLength: 1, maxLength: 2 }), 8).map((u) => u ?? []);
   const junk = rarely(fc.array(fc.tuple(nastyString, nastyString), { minLength: 1, maxLength: 2 }), 8).map((j) => j ?? []);
@@ -462,6 +551,27 @@ export function unreadableBodyArbitrary(decl: RouteDecl): fc.Arbitrary<{ type: s
   return malformed.length ? fc.oneof({ weight: 4, arbitrary: undecodable }, { weight: 1, arbitrary: fc.constantFrom(...malformed) }) : undecodable;
 }
 
+/** A Content-Encoding and what it does to the body: compressed as it says, or not (`refused`: the hub cannot read it). */
+interface Encoding {
+  name: string;
+  encode: (bytes: Buffer) => Buffer;
+  refused?: boolean;
+}
+
+const CONTENT_ENCODINGS: Encoding[] = [
+  { name: 'gzip', encode: (b) => gzipSync(b) },
+  { name: 'deflate', encode: (b) => deflateSync(b) },
+  { name: 'br', encode: (b) => brotliCompressSync(b) },
+  { name: 'identity', encode: (b) => b },
+  { name: 'gzip', encode: (b) => b, refused: true },
+  { name: 'br', encode: (b) => b, refused: true },
+  { name: 'gzip', encode: (b) => gzipSync(b).subarray(0, 12), refused: true },
+  { name: 'GZIP', encode: (b) => gzipSync(b), refused: true },
+  { name: 'gzip, gzip', encode: (b) => gzipSync(gzipSync(b)), refused: true },
+  { name: 'compress', encode: (b) => b, refused: true },
+  { name: '', encode: (b) => b },
+];
+
 /** Every request this route may receive, valid or not. */
 export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
   const names = [...decl.path.matchAll(/\{(\w+)\}/g)].map((m) => m[1]!);
@@ -474,7 +584,7 @@ export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
   const plain = bodyArbitrary(decl).map((b) => ({ type: b.type, bytes: Buffer.from(b.text, 'utf8') }) as { type: string; bytes: Buffer; unreadable?: Unreadable });
   const sent = fc.oneof({ weight: 6, arbitrary: plain }, { weight: 2, arbitrary: charsetBody(bodyArbitrary(decl)) }, { weight: 1, arbitrary: undeclaredInvalid(bodyArbitrary(decl)) });
   const body = wantsBody ? fc.oneof({ weight: 9, arbitrary: sent }, { weight: 1, arbitrary: fc.constant(undefined) }) : fc.constant(undefined);
-  return fc.record({ params, rawJunk, query: queryArbitrary(decl.query as Schema | undefined), headers: headersArbitrary, body }).map(({ params: values, rawJunk: junk, query, headers, body: b }) => {
+  return fc.record({ params, rawJunk, query: queryArbitrary(decl.query as Schema | undefined), headers: headersArbitrary, body, encoding: rarely(fc.constantFrom(...CONTENT_ENCODINGS), 10) }).map(({ params: values, rawJunk: junk, query, headers, body: b, encoding }) => {
     let i = 0;
     let path = decl.path.replace(/\{(\w+)\}/g, () => values[i++]!);
     if (junk && names.length) path = path.replace(/\/[^/]*$/, `/${junk}`);
@@ -484,6 +594,12 @@ export function requestArbitrary(decl: RouteDecl): fc.Arbitrary<FuzzRequest> {
       out.body = b.bytes;
       if (b.type) out.headers['Content-Type'] = b.type;
       if (b.unreadable) out.unreadable = b.unreadable;
+      if (encoding) {
+        out.headers['Content-Encoding'] = encoding.name;
+        out.body = encoding.encode(b.bytes);
+        // Bytes that do not inflate, or in an encoding the hub does not take, are not the body declared.
+        if (encoding.refused) out.unreadable = undefined;
+      }
     }
     return out;
   });
