@@ -32,11 +32,12 @@ import { type LoopbackGuard, loopbackOnly } from './loopback-only.js';
 const RUNS = Number(process.env.SVC_FUZZ_RUNS ?? 30);
 const SEED = process.env.SVC_FUZZ_SEED === undefined ? undefined : Number(process.env.SVC_FUZZ_SEED);
 const REQUEST_TIMEOUT_MS = 10_000;
+const MASTER_KEY = 'ab'.repeat(32);
 
 const routes = routeTable({}, () => ({}));
 
 let hub: TestHub;
-/** The same database behind an OIDC issuer: tokens with generated claims instead of the dev bypass. */
+/** The same database behind an OIDC issuer, in the prod profile: tokens with generated claims instead of the dev bypass. */
 let oidcHub: TestHub;
 let issuer: TestIssuer;
 let owner: pg.Client;
@@ -54,10 +55,12 @@ beforeAll(async () => {
   process.on('unhandledRejection', onCrash);
   // No embedding port: search and chat answer 503 at once instead of running the local model for
   // every generated query (apiserver/routes/retrieval/rag.test.ts drives them with the model).
-  hub = await startTestHub({ 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms', 'svc.embedding.provider': 'none' });
+  // One master key for both hubs: they share the database and its stored secrets.
+  hub = await startTestHub({ 'svc.connectors.retry.base-delay': '5ms', 'svc.connectors.retry.max-delay': '20ms', 'svc.embedding.provider': 'none', 'svc.secret.master-key': MASTER_KEY });
   port = Number(new URL(hub.url).port);
   issuer = await startIssuer();
-  oidcHub = await startTestHub({ 'svc.oidc.issuer': issuer.issuer, 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'none' });
+  // The prod profile (its rate limits, its refusal of private outbound targets), as deployed.
+  oidcHub = await startTestHub({ 'svc.profile': 'prod', 'svc.oidc.issuer': issuer.issuer, 'svc.datasource.url': hub.ownerUrl, 'svc.embedding.provider': 'none', 'svc.secret.master-key': MASTER_KEY });
   oidcPort = Number(new URL(oidcHub.url).port);
   owner = await ownerClient(hub.ownerUrl);
   await owner.query(`insert into core.tenants (id, code, name) values (2, 'other', 'Other') on conflict do nothing`);
