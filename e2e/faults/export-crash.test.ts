@@ -23,7 +23,10 @@ import { type HubProcess, killAll, startHubProcess } from './processes.js';
  * - nothing is at the final name: the crash leaves at most an incomplete multipart upload (S3) or a
  *   `<name>.<uuid>.part` file next to it (SFTP), which the hub never cleans ("What a crash leaves behind");
  * - no automatic retry; a retry (same artifact time, so the same name) publishes the file, every row
- *   once; the slot is then delivered, and a second retry of the crashed run is 409 `already delivered`.
+ *   once; the slot is then delivered, and a second retry of the crashed run is 409 `already delivered`;
+ * - a slot is claimed once ("Schedules"): the next process, its scheduler on and ticking in the
+ *   crashed run's minute (before and after the sweep), runs that slot neither again nor twice, and
+ *   runs the next minute's slot as any other (every row once).
  */
 
 const H = { 'X-Tenant-ID': '1', 'content-type': 'application/json' };
@@ -101,8 +104,16 @@ function hubSaid(hub: HubProcess): string {
   return hub.output().split(/\n(?=\[)/).filter((line) => !line.includes('INFO: request')).join('\n').slice(-3000);
 }
 
+/** A published file: the run's SHA-256, the header and every row once. */
+function expectEveryRowOnce(file: Buffer, run: Record<string, unknown>, rows: number) {
+  expect(createHash('sha256').update(file).digest('hex')).toBe(run.sha256);
+  const lines = file.toString('utf8').trimEnd().split('\n');
+  expect(lines).toHaveLength(rows + 1);
+  expect(new Set(lines).size).toBe(lines.length);
+}
+
 describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid export run to %s', (kind) => {
-  it('the run is swept interrupted, nothing is at the final name, a retry delivers the slot once', async () => {
+  it('the run is swept interrupted, nothing is at the final name, no scheduler runs its slot again (the next slot runs), a retry delivers the slot once', async () => {
     const target = TARGETS[kind]();
     const relay = target.relay;
     const url = await createTestDatabase('fault');
@@ -113,6 +124,9 @@ describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid export run to %s'
     const first = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_TICK: '500ms' });
     const rows = await seedExportedPartners(first, owner, { url: demo.url, rows: 2400 }, s3);
     for (const [name, value] of target.secrets()) expect((await call(first, 'POST', '/api/platform/secrets', { name, value })).status).toBe(201);
+    // The whole crash, the next start and its sweep fit in the minute of the slot: the next
+    // process's scheduler ticks in that minute, after the sweep too, while the slot is the latest.
+    await until('a minute with 35 s left', () => new Date().getUTCSeconds() < 25, { timeoutMs: 40_000, everyMs: 200 });
     // The upload is held part-way: 12 MiB of it pass.
     relay.stallAfter(12 * 1024 * 1024);
     expect((await call(first, 'POST', '/api/exports/apply', partnersExport(target.destination(), '* * * * *'))).status).toBe(201);
@@ -127,19 +141,36 @@ describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid export run to %s'
     const key = exportKey(running.artifact_time as Date);
     expect(target.published(key)).toBeUndefined();
 
-    // The next process (scheduler off: this minute's slot is the crashed run's, and a new minute's
-    // slot would be another run) sweeps the run; nothing retries it by itself.
+    // The next process, its scheduler on in the same minute: it sweeps the run; nothing retries it
+    // by itself, nor claims its slot again (the slot is the crashed run's, claimed once).
     relay.resume();
-    const second = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_ENABLED: 'false' });
+    const second = await startHubProcess('all', url, { ...CLOCKS, SVC_SCHEDULER_TICK: '500ms' });
     const swept = await until('the interrupted-run sweep', async () => {
       const run = (await call(second, 'GET', `/api/exports/big/runs/${runId}`)).json;
       return run.status !== 'Running' && run;
     }, { timeoutMs: 20_000, detail: () => hubSaid(second) });
     expect(swept).toMatchObject({ status: 'Failed', failureCode: 'interrupted', failureReason: INTERRUPTED_REASON, trigger: 'scheduled', sha256: null });
+    const slot = running.slot as Date;
+    // The sweep came early enough in the slot's minute for the scheduler's ticks after it to find that
+    // slot the latest one still (else this case would not check what it is for).
+    expect(Date.parse(swept.endedAt as string)).toBeLessThan(slot.getTime() + 55_000);
     // Nothing at the final name; what the crash left stays (the hub never cleans it).
     expect(target.published(key)).toBeUndefined();
     target.leftBehind(key);
-    expect((await owner.query('select count(*)::int as n from exports.runs')).rows[0].n).toBe(1);
+    const runsOf = async (at: Date) => (await owner.query('select id::text, status, attempt, retry_of::text from exports.runs where slot = $1 order by attempt', [at])).rows;
+    expect(await runsOf(slot)).toEqual([expect.objectContaining({ id: runId, attempt: 1 })]);
+    // Nothing claims the slot again (nor retries its run), while this process's scheduler ticks
+    // through the rest of its minute: the next minute's slot is the first it runs, as any other,
+    // a new first attempt, every row once under its own name.
+    const nextSlot = new Date(slot.getTime() + 60_000);
+    const next = await until("the next minute's slot run", async () => {
+      const [run] = await runsOf(nextSlot);
+      return run && run.status !== 'Running' && (await call(second, 'GET', `/api/exports/big/runs/${run.id}`)).json;
+    }, { timeoutMs: 90_000, detail: () => hubSaid(second) });
+    const nextKey = exportKey(nextSlot);
+    expect(next).toMatchObject({ status: 'Completed', trigger: 'scheduled', attempt: 1, retryOf: null, rowCount: rows, slot: nextSlot.toISOString(), location: target.location(nextKey) });
+    expectEveryRowOnce(target.published(nextKey)!, next, rows);
+    expect(await runsOf(slot)).toEqual([expect.objectContaining({ id: runId, status: 'Failed', attempt: 1 })]);
 
     const retried = await call(second, 'POST', `/api/exports/big/runs/${runId}/retry`);
     expect(retried.status).toBe(202);
@@ -149,18 +180,16 @@ describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid export run to %s'
       return run.status !== 'Running' && run;
     }, { timeoutMs: 60_000, detail: () => hubSaid(second) });
     expect(done).toMatchObject({ status: 'Completed', rowCount: rows, retryOf: runId, attempt: 2, slot: swept.slot, location: target.location(key) });
-    const object = target.published(key)!;
-    expect(createHash('sha256').update(object).digest('hex')).toBe(done.sha256);
-    const lines = object.toString('utf8').trimEnd().split('\n');
-    expect(lines).toHaveLength(rows + 1); // the header, every row once
-    expect(new Set(lines).size).toBe(lines.length);
+    expectEveryRowOnce(target.published(key)!, done, rows);
     // The slot is delivered: retrying the crashed run again is refused, and nothing else was published.
     const again = await call(second, 'POST', `/api/exports/big/runs/${runId}/retry`);
     expect(again.status).toBe(409);
     expect(JSON.stringify(again.json)).toContain('already delivered');
+    expect(await runsOf(slot)).toEqual([expect.objectContaining({ id: runId, attempt: 1 }), expect.objectContaining({ id: retryId, attempt: 2, retry_of: runId })]);
+    expect((await owner.query('select count(*)::int as n from exports.runs')).rows[0].n).toBe(3);
     target.leftBehind(key); // the crash's leftover, still the only one
     await second.stop();
-  }, 180_000);
+  }, 240_000);
 });
 
 /**
@@ -221,10 +250,7 @@ describe.each(['s3', 'sftp'] as const)('kill -9 of the hub mid manual export run
     expect(done).toMatchObject({ status: 'Completed', rowCount: rows, attempt: 1, retryOf: null, trigger: 'manual', location: target.location(nextKey) });
     const file = target.published(nextKey)!;
     expect(file.length).toBe(done.byteCount);
-    expect(createHash('sha256').update(file).digest('hex')).toBe(done.sha256);
-    const lines = file.toString('utf8').trimEnd().split('\n');
-    expect(lines).toHaveLength(rows + 1); // the header, every row once
-    expect(new Set(lines).size).toBe(lines.length);
+    expectEveryRowOnce(file, done, rows);
     // The crashed run's name stays empty; the next run left nothing beside its own.
     expect(target.published(key)).toBeUndefined();
     if (kind === 's3') expect(uploadsOf(nextKey)).toEqual([]);
