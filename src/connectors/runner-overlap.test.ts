@@ -55,11 +55,18 @@ afterAll(async () => {
 describe('the runner', () => {
   it('reads the next page while a chunk is being written, and writes at most three chunks at once', async () => {
     const log: string[] = [];
+    // Write 1 stays in its transaction until writes 2 and 3 have begun beside it and page 4 was read
+    // (the runner then waits for room for its chunk): on the runner's own order, not on a fixed
+    // sleep outlasting two other transactions' statements, which a loaded machine did not. Then
+    // 200 ms more: a runner writing a fourth chunk at once would begin it meanwhile.
     const slow: RowIndexer = {
       async rowsWritten(_tx, batch) {
         const page = (batch.rows[0]!.data as { page: number }).page;
         log.push(`write ${page} begins`);
-        await new Promise((r) => setTimeout(r, 200)); // a slow write (kept: the reads meanwhile are what is tested)
+        if (page === 1) {
+          await until('writes 2 and 3 to begin and page 4 to be read while write 1 is open', () => ['write 2 begins', 'write 3 begins', 'read 4'].every((l) => log.includes(l)), { everyMs: 5, detail: () => log.join(', ') });
+          await new Promise((r) => setTimeout(r, 200));
+        }
         log.push(`write ${page} ends`);
       },
     };
@@ -138,13 +145,16 @@ describe('the runner', () => {
     };
     const [run] = await (await runner(slowFirst, recording).trigger(1, connector, { triggeredBy: 'manual', reader: pages(5, [], afterMerge) })).done;
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 50, recordsOut: 50, deadLetterCount: 0 });
-    expect(writes).toEqual([
-      { page: 1, merge: false },
-      { page: 2, merge: false }, // refused: a key of it is stored
-      { page: 2, merge: true },
-      { page: 3, merge: true },
-      { page: 4, merge: true },
-      { page: 5, merge: true },
+    // By page: chunks in flight at once are written each on its own connection, their statements
+    // reaching PostgreSQL in either order (chunk 2's insert may come before chunk 1's, chunk 4's
+    // before chunk 3's); pages 3 to 5 are read only once chunk 2 was merged (afterMerge).
+    const byPage = (page: number) => writes.filter((w) => w.page === page).map((w) => (w.merge ? 'merge' : 'insert'));
+    expect([1, 2, 3, 4, 5].map(byPage)).toEqual([
+      ['insert'],
+      ['insert', 'merge'], // refused: a key of it is stored
+      ['merge'],
+      ['merge'],
+      ['merge'],
     ]);
     // The refused insert rolled its transaction back; the chunk was written again in a new one.
     expect(savepoints).toEqual([]);
@@ -211,18 +221,22 @@ describe('the runner', () => {
     const connectors = [await apply('slots-a'), await apply('slots-b'), await apply('slots-c')];
     let writing = 0;
     let most = 0;
+    /** How many writes at once the first ones wait for (once reached, no write waits): the overlap counted is the runner's, not a race with the machine's load. */
+    let awaited = 0;
     const contexts: Array<{ connector: string; job: string | undefined }> = [];
     const slow: RowIndexer = {
       async rowsWritten(_tx, batch) {
         contexts.push({ connector: batch.connectorName, job: currentContext()?.job });
         most = Math.max(most, ++writing);
+        await until(`${awaited} chunks to be written at once`, () => most >= awaited, { everyMs: 5 });
         await new Promise((r) => setTimeout(r, 30)); // a write that takes its time (kept: the others' overlap is what is counted)
         writing--;
       },
     };
-    const run = async (db: Database) => {
+    const run = async (db: Database, atOnce: number) => {
       writing = 0;
       most = 0;
+      awaited = atOnce;
       contexts.length = 0;
       const shared = runner(slow, db);
       // Each run started in a context of its own: a chunk must run in its run's, whichever chunk's end let it start.
@@ -233,11 +247,11 @@ describe('the runner', () => {
     };
     // With the pool of 10 (8 places), three runs of three chunks in flight each write more than two at once.
     expect(hub.services.db.heldLimit).toBe(8);
-    expect(await run(hub.services.db)).toBeGreaterThan(2);
+    expect(await run(hub.services.db, 3)).toBeGreaterThan(2);
     // With a pool of 4, two at once: the API keeps two connections.
     const small = new Database({ appUrl: roleUrl(hub.ownerUrl, TEST_ROLES.app), workerUrl: roleUrl(hub.ownerUrl, TEST_ROLES.worker), poolSize: 4 });
     try {
-      expect(await run(small)).toBe(2);
+      expect(await run(small, 2)).toBe(2);
     } finally {
       await small.close();
     }
