@@ -124,7 +124,8 @@ describe('embedPending under a stop', () => {
     stop.abort();
     expect(await pass).toBe(0);
     // Not relative to a baseline: without the abort the pass waits for an answer that never comes.
-    expect(Date.now() - began).toBeLessThan(1_000);
+    // 10 s, not 1: a loaded machine (a worker's full collection) may hold it a second, never for ever.
+    expect(Date.now() - began).toBeLessThan(10_000);
     const before = opened.length;
     model.answer();
     // The marker: a macrotask after the answer; whatever would write it has asked for its transaction by then
