@@ -34,14 +34,20 @@ export async function listen(app: Koa, host: string, port: number): Promise<Runn
           for (const socket of sockets) socket.destroy();
         }, graceMs);
         timer.unref();
-        // Connections kept alive after their last response would hold close() open until they time out.
-        const sweep = setInterval(() => server.closeIdleConnections(), 50);
+        // Connections kept alive after their last response would hold close() open until they time
+        // out; so would one that never sent a byte (a client's or a browser's pre-opened connection),
+        // which Node's closeIdleConnections leaves open: until its client closes it, or the grace.
+        const closeIdle = () => {
+          server.closeIdleConnections();
+          for (const socket of sockets) if (socket.bytesRead === 0) socket.destroy();
+        };
+        const sweep = setInterval(closeIdle, 50);
         server.close(() => {
           clearTimeout(timer);
           clearInterval(sweep);
           resolve();
         });
-        server.closeIdleConnections();
+        closeIdle();
       });
       return closing;
     },
