@@ -34,6 +34,8 @@ export interface GiveWay {
   /** Said before each pause: the error (55P03) and the pause that follows. */
   gaveWay(err: unknown, pauseMs: number): void;
   signal?: AbortSignal | undefined;
+  /** The pause after a first giving way (default GIVE_WAY_FIRST_MS); tests set one longer than themselves. */
+  firstPauseMs?: number;
 }
 
 /** A `lock_timeout` of `ms` (at least 1: 0 would wait for ever). */
@@ -71,7 +73,7 @@ export async function inTransactionGivingWay(client: pg.ClientBase, body: () => 
         throw err;
       }
     },
-    { firstMs: GIVE_WAY_FIRST_MS, maxMs: GIVE_WAY_MAX_MS, signal: options.signal, beforePause: (ms) => options.gaveWay(failed, ms) },
+    { firstMs: options.firstPauseMs ?? GIVE_WAY_FIRST_MS, maxMs: GIVE_WAY_MAX_MS, signal: options.signal, beforePause: (ms) => options.gaveWay(failed, ms) },
   );
 }
 
@@ -101,7 +103,7 @@ export async function dropIndexGivingWay(client: pg.ClientBase, schema: string, 
         await client.query('reset lock_timeout').catch(() => undefined);
       }
     },
-    { firstMs: GIVE_WAY_FIRST_MS, maxMs: GIVE_WAY_MAX_MS, signal: options.signal, beforePause: (ms) => options.gaveWay(failed, ms) },
+    { firstMs: options.firstPauseMs ?? GIVE_WAY_FIRST_MS, maxMs: GIVE_WAY_MAX_MS, signal: options.signal, beforePause: (ms) => options.gaveWay(failed, ms) },
   );
 }
 

@@ -141,10 +141,11 @@ export async function migrate(
   sets: MigrationSet[] = MIGRATION_SETS,
   /**
    * outOfOrder: apply a file below its schema's applied version too (tests that apply one migration
-   * again; never configuration). Within an interruptible start (src/db/pool.ts `interruptibleStart`)
+   * again; never configuration). lockTimeoutMs and firstPauseMs (the pause after a first giving way,
+   * default 1 s): tests too. Within an interruptible start (src/db/pool.ts `interruptibleStart`)
    * a signal cuts the connection, the wait for the lock included; a file being applied is rolled back.
    */
-  options: { outOfOrder?: boolean; lockTimeoutMs?: number } = {},
+  options: { outOfOrder?: boolean; lockTimeoutMs?: number; firstPauseMs?: number } = {},
 ): Promise<number> {
   const lockTimeoutMs = options.lockTimeoutMs ?? MIGRATION_LOCK_TIMEOUT_MS;
   const interrupt = startInterrupt();
@@ -196,6 +197,7 @@ export async function migrate(
       // Each lock the file asks for is waited for lockTimeoutMs at most (see MIGRATION_LOCK_TIMEOUT_MS).
       const giveWay: GiveWay = {
         lockTimeoutMs,
+        firstPauseMs: options.firstPauseMs,
         signal: interrupt,
         gaveWay: (err, pause) =>
           logger().warn(
