@@ -24,15 +24,26 @@ afterAll(async () => {
 const config = (overrides: Record<string, string | number | boolean>) => Config.load({ env: {}, overrides });
 
 /** A server that greets, then answers EHLO with continuation lines, one every 100 ms, for ever: the socket is never idle. */
-async function drippingServer(): Promise<{ port: number; close(): Promise<void> }> {
+/**
+ * A server that keeps its reply to EHLO going a line every 100 ms. Its lines are the tests' clock: a
+ * loaded machine slows them as it slows the hub's timers, so bounds counted in lines need no room for
+ * its pauses (an interval never catches up: n lines take at least n × 100 ms).
+ */
+async function drippingServer(): Promise<{ port: number; lines(): number; linesReached(n: number): Promise<string>; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
+  let lines = 0;
+  const waiting: { n: number; resolve: (said: string) => void }[] = [];
   const server = createServer((socket) => {
     sockets.add(socket);
     socket.on('error', () => undefined);
     socket.write('220 drip ESMTP\r\n');
     socket.once('data', () => {
       socket.write('250-drip\r\n');
-      const timer = setInterval(() => socket.write('250-still here\r\n'), 100);
+      const timer = setInterval(() => {
+        socket.write('250-still here\r\n');
+        lines++;
+        for (const w of waiting) if (lines >= w.n) w.resolve(`still going after ${w.n} lines`);
+      }, 100);
       socket.on('close', () => {
         clearInterval(timer);
         sockets.delete(socket);
@@ -42,8 +53,11 @@ async function drippingServer(): Promise<{ port: number; close(): Promise<void> 
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as AddressInfo).port,
+    lines: () => lines,
+    linesReached: (n) => new Promise((resolve) => waiting.push({ n, resolve })),
     close() {
       for (const socket of sockets) socket.destroy();
+      for (const w of waiting) w.resolve('closed');
       return new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
@@ -99,16 +113,16 @@ describe('the SMTP mailer', () => {
     const dripping = await drippingServer();
     try {
       const mailer = createMailer(config({ 'svc.mail.host': '127.0.0.1', 'svc.mail.port': dripping.port, 'svc.mail.from': 'hub@example.net', 'svc.mail.timeout': '300ms' }));
-      const started = Date.now();
       const outcome = await Promise.race([
         mailer.send(mail).then(
           () => 'sent',
           (err: unknown) => sendFailure(err),
         ),
-        new Promise((resolve) => setTimeout(() => resolve('still sending after 5 s'), 5_000).unref()),
+        dripping.linesReached(50),
       ]);
       expect(outcome).toMatchObject({ message: expect.stringMatching(/900 ms/) });
-      expect(Date.now() - started).toBeLessThan(2_000);
+      // Cut at 900 ms: at most 9 lines by then (15: room for the close to reach the server).
+      expect(dripping.lines()).toBeLessThan(15);
       mailer.close();
     } finally {
       await dripping.close();
@@ -225,9 +239,8 @@ describe('the SMTP mailer', () => {
     // A reply kept going: cut off after three times the timeout.
     const dripping = await drippingServer();
     try {
-      const started = Date.now();
-      expect(await failure(at(dripping.port))).toMatchObject({ unavailable: true, message: expect.stringMatching(/check did not complete within 900 ms/) });
-      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(await Promise.race([failure(at(dripping.port)), dripping.linesReached(50)])).toMatchObject({ unavailable: true, message: expect.stringMatching(/check did not complete within 900 ms/) });
+      expect(dripping.lines()).toBeLessThan(15);
     } finally {
       await dripping.close();
     }
