@@ -265,18 +265,30 @@ describe('process batch handler', () => {
   });
 
   it('by default refills by this process\'s CPU time: an idle wall-clock wait gives back little', async () => {
-    const budgets = new TenantBudgets(150, 1_000);
-    budgets.spend(9, 150);
-    const cpuBefore = processCpuMs();
-    const wallBefore = performance.now();
-    // A real wait: wall-clock time has to pass while the process does next to nothing.
-    await new Promise((resolve) => setTimeout(resolve, 400));
-    const waited = performance.now() - wallBefore;
-    const cpuSpent = processCpuMs() - cpuBefore;
+    // A real wait: wall-clock time has to pass while the process does next to nothing. The process's
+    // CPU counts every thread (a collection, an earlier test's threads winding down): a wait that was
+    // not quiet enough to tell the two clocks apart is tried again.
+    const quiet: { available: number; waited: number; cpuSpent: number }[] = [];
+    const tries: string[] = [];
+    while (quiet.length === 0 && tries.length < 20) {
+      const budgets = new TenantBudgets(150, 1_000);
+      budgets.spend(9, 150);
+      const cpuBefore = processCpuMs();
+      const wallBefore = performance.now();
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const available = budgets.available(9);
+      // Read after the budget: its refill can only be less.
+      const waited = performance.now() - wallBefore;
+      const cpuSpent = processCpuMs() - cpuBefore;
+      // Quiet or not, the refill is the CPU's (or the quiet refill's), never the wall clock's.
+      expect(available).toBeLessThanOrEqual(Math.max(cpuSpent / 1000, waited / QUIET_REFILL_MS) * 150 + 1);
+      if (cpuSpent < waited / 4) quiet.push({ available, waited, cpuSpent });
+      else tries.push(`${cpuSpent.toFixed(0)} ms of CPU in ${waited.toFixed(0)} ms`);
+    }
+    expect({ quiet: quiet.length, tries }).toMatchObject({ quiet: 1 });
     // Refilled by wall time (the earlier rule) it would hold waited × 0.15 ms (about 60).
-    expect(budgets.available(9)).toBeLessThanOrEqual(Math.max(cpuSpent / 1000, waited / QUIET_REFILL_MS) * 150 + 1);
-    expect(cpuSpent).toBeLessThan(waited / 4);
-    expect(budgets.available(9)).toBeLessThan((waited * 150) / 1000 / 2);
+    const [{ available, waited }] = quiet as [(typeof quiet)[0]];
+    expect(available).toBeLessThan((waited * 150) / 1000 / 2);
   });
 
   it('runs an evaluation stopped for time again (a pause of the machine), and counts it false only when every run is stopped', async () => {
