@@ -167,6 +167,20 @@ describe('bodyBytesReader over HTTP', () => {
     expect(expected.notText).toEqual({ status: 200, body: { read: null } });
   });
 
+  it('takes a content-coding\'s name in any case (RFC 9110: they are case-insensitive), as the body parser did not; an unknown one is refused as before', async () => {
+    const text = Buffer.from(`id,name\n1,Åsa € 😀 日本語\n${'2,x\n'.repeat(300)}`);
+    const read = { status: 200, body: { read: text.toString('base64') } };
+    const sent = (encoding: string, body: Buffer) => send('/bytes', { headers: { 'Content-Type': 'text/csv', 'Content-Encoding': encoding }, body }).then(({ status, body: answer }) => {
+      delete (answer as { bytes?: number }).bytes;
+      return { status, body: answer };
+    });
+    expect(await sent('GZIP', gzipSync(text))).toEqual(read);
+    expect(await sent('Deflate', deflateSync(text))).toEqual(read);
+    expect(await sent('BR', brotliCompressSync(text))).toEqual(read);
+    expect(await sent('Identity', text)).toEqual(read);
+    expect(await sent('COMPRESS', text)).toEqual({ status: 400, body: { error: 'body is not valid: Unsupported Content-Encoding: COMPRESS' } });
+  });
+
   /** Sends the headers and `part` of a body of `length` bytes, then what `then` does with the request. */
   const partly = (headers: Record<string, string | number>, part: Buffer, then: (req: ReturnType<typeof request>) => void) => {
     const req = request({ host: '127.0.0.1', port, path: '/bytes', method: 'POST', headers });

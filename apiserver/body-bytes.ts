@@ -25,8 +25,8 @@ class BodyReadError extends Error {
  * waited without end for a compressed body whose client was gone mid-way. Reads what that parser read (the media
  * types of TEXT_BODY_TYPES; undefined for another, or no body) and refuses as it did, through `refuse` (its `onError`): a
  * Content-Length past `limit` before anything is read, a body past it (decompressed, for a gzip, deflate or br
- * Content-Encoding) once it gets there, an unknown Content-Encoding, bytes that do not inflate, a client gone before
- * the end (`request aborted`). Resolves with the bytes read once the body has ended; nothing of the request is
+ * Content-Encoding, named in any case, where that parser took lower case only) once it gets there, an unknown
+ * Content-Encoding, bytes that do not inflate, a client gone before the end (`request aborted`). Resolves with the bytes read once the body has ended; nothing of the request is
  * listened to after it settles.
  */
 export function bodyBytesReader(limit: number, refuse: (err: Error, ctx: Context) => never) {
@@ -65,8 +65,10 @@ const PIECE_BYTES = 256 * 1024;
 
 function readBytes(req: IncomingMessage, limit: number, onChunk: (chunk: Buffer) => void, cap: BodyCap | undefined): Promise<number> {
   const encoding = req.headers['content-encoding'] || 'identity';
-  const inflater = encoding === 'gzip' || encoding === 'deflate' ? createUnzip() : encoding === 'br' ? createBrotliDecompress() : undefined;
-  if (!inflater && encoding !== 'identity') return Promise.reject(new BodyReadError(`Unsupported Content-Encoding: ${encoding}`, 415));
+  // A content-coding's name is case-insensitive (RFC 9110): `GZIP` is gzip.
+  const coding = encoding.toLowerCase();
+  const inflater = coding === 'gzip' || coding === 'deflate' ? createUnzip() : coding === 'br' ? createBrotliDecompress() : undefined;
+  if (!inflater && coding !== 'identity') return Promise.reject(new BodyReadError(`Unsupported Content-Encoding: ${encoding}`, 415));
   const given = req.headers['content-length'];
   const length = given && !inflater ? Math.trunc(Number(given)) : undefined;
   if (length !== undefined && length > limit) return Promise.reject(new BodyReadError('request entity too large', 413));
