@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Agent } from 'undici';
 import { type ChatModel, startChatModel } from '../../test/harness/chat-model.js';
 import { type MigratedDatabase, migratedDatabase } from '../../test/harness/database.js';
+import { declaringConnector } from '../../test/harness/retrieval.js';
 import { egressAgent } from '../egress/dispatcher.js';
 import { EgressPolicy } from '../egress/policy.js';
 import { ANALYTIC_SYSTEM, analyticChat } from './analytic-chat.js';
@@ -33,6 +34,8 @@ let agent: Agent;
 
 beforeAll(async () => {
   t = await migratedDatabase({ [T]: 'acme' });
+  // The card of a scope a connector of the tenant declares: nothing declaring it, the card is not read (a 404).
+  await declaringConnector(t.owner, T, 'sales-erp', 'sales');
   await t.owner.query(`insert into retrieval.schema_cards (tenant_id, scope, source_type, card) values ($1, 'sales', 'discovered', $2)`, [T, card]);
   model = await startChatModel({ script: () => 'ABSTAIN: the card has no such relation' });
   agent = egressAgent(EgressPolicy.open());

@@ -151,7 +151,8 @@ export interface AnalyticDeps {
  * Analytic chat: the scope's schema card, one SELECT written by the model, the four guards on its
  * parse tree, then the read-only run under the tenant's row-level security (the fifth guard). A
  * refusal is an answer (rowCount 0, the refused SQL), not an HTTP error; only a missing card (409),
- * an ungranted scope (403), a missing or failing model and a card not one relation of which fits
+ * a scope no connector or entity declares (404, its stored card unread), an ungranted scope (403),
+ * a missing or failing model and a card not one relation of which fits
  * `svc.llm.context-chars` (503, fitCard) are. The model is sent the card within that budget. `signal` (the asking client
  * went away) stops the model's call, a wait for the gate and a running query (cancelled in
  * PostgreSQL), with the signal's reason.
@@ -161,7 +162,8 @@ export async function analyticChat(deps: AnalyticDeps, tenantId: number, questio
   if (scope === undefined && resolved.allowed) throw new ScopeNotGranted();
   const name = scope ?? '';
   const { stored, card, asOf, entities, lifecycle } = await deps.db.withTenant(tenantId, async (tx) => {
-    const found = await loadCard(tx, name);
+    // No scope named (`all`, blank): no card, the 409 below; a named scope nothing declares is a 404 (loadCard).
+    const found = name === '' ? undefined : await loadCard(tx, name);
     // A scope-bound caller queries only the relations whose rows are all of their scopes.
     const readable = found && (await readableCard(tx, found.card, resolved.allowed));
     return { stored: found, card: readable, asOf: await dataAsOf(tx, name), entities: await entityRelations(tx, readable), lifecycle: await scopeHasWorkflow(tx, name) };

@@ -3,6 +3,7 @@ import pg from 'pg';
 import { devClient } from '../../test/harness/api-client.js';
 import { type ChatModel, startChatModel } from '../../test/harness/chat-model.js';
 import { startTestHub, type TestHub } from '../../test/harness/hub.js';
+import { declaringConnector } from '../../test/harness/retrieval.js';
 import { grantAnalyticExt } from '../db/roles.js';
 import type { SchemaCard } from './analytic/schema-card.js';
 
@@ -54,6 +55,8 @@ beforeAll(async () => {
     await owner.query(`insert into ext_t${T}.nums select ${T}, i from generate_series(1, 100) i`);
     const role = (name: string) => hub.config.string(`svc.datasource.${name}-role`);
     await grantAnalyticExt(owner, `ext_t${T}`, { app: role('app'), worker: role('worker'), analytic: role('analytic') });
+    // The card of a scope a connector of the tenant declares, writing ext.nums: nothing declaring it, the card is not read (a 404).
+    await declaringConnector(owner, T, 'nums', 'sales', ['ext.nums']);
     await owner.query(`insert into retrieval.schema_cards (tenant_id, scope, source_type, card) values ($1, 'sales', 'discovered', $2)`, [T, card]);
   } finally {
     await owner.end();

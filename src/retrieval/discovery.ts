@@ -47,21 +47,37 @@ export class DiscoveryNotStarted extends HubError {
 }
 
 /**
- * 404 `{error, hint}`: no connector or entity of the tenant declares the scope (a typo, most often),
- * so there is nothing to discover; nothing is stored (a card the scope had stays as it was), where an
- * empty card stored under the name would stand for a scope that does not exist.
+ * 404 `{error, hint}`: no connector or entity of the tenant declares the scope (a typo, most often,
+ * or the scope of a connector or entity deleted since). A rediscover stores nothing (a card the scope
+ * had stays as it was), where an empty card stored under the name would stand for a scope that does
+ * not exist; an analytic question and GET schema read no card (loadCard): one stored before
+ * would answer for a scope nothing declares, listing tables no longer the scope's. `kept` says what
+ * becomes of that card, in the hint.
  */
 export class ScopeNotDeclared extends HubError {
-  constructor(readonly scope: string) {
+  constructor(
+    readonly scope: string,
+    readonly kept = 'nothing was stored',
+  ) {
     super(`no connector or entity of the tenant declares scope '${scope}'`);
     this.name = 'ScopeNotDeclared';
   }
   render(): Rendered {
     return {
       status: 404,
-      body: { json: { error: this.message, hint: "a connector's scopes and an entity's spec.scope declare the tenant's scopes (GET /api/connectors and GET /api/entities list them: svc connectors ls, svc entities ls); nothing was stored" } },
+      body: { json: { error: this.message, hint: `a connector's scopes and an entity's spec.scope declare the tenant's scopes (GET /api/connectors and GET /api/entities list them: svc connectors ls, svc entities ls); ${this.kept}` } },
     };
   }
+}
+
+/** Whether a connector (`scopes`) or an entity (`spec.scope`) of the tenant declares `scope`; in the tenant's transaction. */
+async function declared(tx: Tx, scope: string): Promise<boolean> {
+  const { rows } = await tx.query<{ yes: boolean }>(
+    `select exists (select 1 from connectors.connectors where $1 = any(scopes))
+         or exists (select 1 from entities.entities where scopes @> array[$1]::text[]) as yes`,
+    [scope],
+  );
+  return rows[0]?.yes === true;
 }
 
 /**
@@ -137,8 +153,15 @@ export interface StoredCard {
   updatedAt: Date;
 }
 
-/** The stored schema card of a scope, or undefined. */
+/**
+ * The stored schema card of a scope, or undefined; a ScopeNotDeclared (404) when no connector or
+ * entity of the tenant declares the scope any more, whatever is stored: the card (kept, not deleted)
+ * answers again once something declares the scope again.
+ */
 export async function loadCard(tx: Tx, scope: string): Promise<StoredCard | undefined> {
+  if (!(await declared(tx, scope))) {
+    throw new ScopeNotDeclared(scope, 'a card stored for it is kept, unread, until a connector or entity declares the scope again (a rediscover then brings it up to date)');
+  }
   const { rows } = await tx.query<{ card: SchemaCard; source_type: string; enriched: boolean; updated_at: Date }>(
     'select card, source_type, enriched, updated_at from retrieval.schema_cards where tenant_id = core.current_tenant() and scope = $1',
     [scope],
@@ -173,12 +196,7 @@ export async function discoverCard(
   const tenantId = given.tenantId!;
   let doing = "reading the scope's tables";
   const tx = timeoutMs === undefined ? given : withinTotal(given, Math.max(1, Math.floor(timeoutMs)), () => doing, stop);
-  const { rows: declared } = await tx.query<{ yes: boolean }>(
-    `select exists (select 1 from connectors.connectors where $1 = any(scopes))
-         or exists (select 1 from entities.entities where scopes @> array[$1]::text[]) as yes`,
-    [scope],
-  );
-  if (!declared[0]?.yes) throw new ScopeNotDeclared(scope);
+  if (!(await declared(tx, scope))) throw new ScopeNotDeclared(scope);
   const { rows: tables } = await tx.query<{ table_name: string }>(
     `select distinct e.table_name from connectors.ext_tables e join connectors.connectors c on c.id = e.connector_id
       where $1 = any(c.scopes) order by 1`,

@@ -100,7 +100,7 @@ export interface RetrievalServices {
   chat(tenantId: number, question: string, request: Omit<SearchRequest, 'query'>, signal?: AbortSignal): Promise<SemanticAnswer>;
   /** Analytic chat over the scope's schema card (src/retrieval/analytic-chat.ts). `signal`: the asking client went away (both). */
   analytic(tenantId: number, question: string, scope: ResolvedScope, signal?: AbortSignal): Promise<AnalyticAnswer>;
-  /** The stored schema card of a scope; to a scope-bound caller (`granted`), only the relations whose rows are all of their scopes (analytic/held-card.ts). */
+  /** The stored schema card of a scope (a ScopeNotDeclared, 404, when nothing of the tenant declares it: loadCard); to a scope-bound caller (`granted`), only the relations whose rows are all of their scopes (analytic/held-card.ts). */
   schemaCard(tenantId: number, scope: string, granted?: readonly string[]): Promise<StoredCard | undefined>;
   /**
    * Discovers and stores a scope's schema card from its ext tables, held to the statement timeout in all.

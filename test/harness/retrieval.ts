@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
 import { indexedAnything, type RetrievalServices } from '../../src/retrieval/services.js';
 
 /**
@@ -16,6 +18,20 @@ export function demoPartnersConnector(name: string, scopes: string[], table: str
       }],
     },
   };
+}
+
+/**
+ * A connector `name` of tenant `tenantId` declaring `scope`, registered as the writer of `tables`
+ * (`ext.<name>`), as an applied connector and its runs leave them (owner SQL, no manifest behind it):
+ * for a suite that stores a schema card by hand, since the analytic doors read no card of a scope
+ * nothing of the tenant declares (docs/retrieval.md, "Analytic chat").
+ */
+export async function declaringConnector(owner: Pick<pg.Client, 'query'>, tenantId: number, name: string, scope: string, tables: string[] = []): Promise<void> {
+  const id = randomUUID();
+  await owner.query(`insert into connectors.connectors (id, tenant_id, name, connector_type, scopes, manifest, spec) values ($1, $2, $3, 'rest-generic', array[$4], '{}', '{}')`, [id, tenantId, name, scope]);
+  for (const table of tables) {
+    await owner.query('insert into connectors.ext_tables (tenant_id, connector_id, endpoint_uuid, table_name) values ($1, $2, $3, $4)', [tenantId, id, randomUUID(), table]);
+  }
 }
 
 /** Indexer passes (each bounded in time) until nothing is left to index. */

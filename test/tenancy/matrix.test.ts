@@ -34,6 +34,7 @@ beforeAll(async () => {
   await owner.query(`insert into core.tenants (id, code, name) values ($1, 'acme', 'Acme'), ($2, $3, 'Globex')`, [MINE, THEIRS, MARK]);
   token = await issuer.mint({ tenant_id: MINE, realm_access: { roles: ['svc_user', 'svc_admin', 'svc_integrator'] } }, { subject: 'matrix-mine' });
   await theirScenario();
+  await myDeclaration();
   for (const t of TABLES) if (t.seed) await owner.query(t.seed, [THEIRS]);
 }, 60_000);
 
@@ -69,15 +70,8 @@ async function theirScenario() {
   );
   fixtures.secret = `${MARK.toUpperCase()}_TOKEN`;
   await asThem('POST', '/api/platform/secrets', { name: fixtures.secret, value: 'their-secret' });
-  const manifest = {
-    apiVersion: 'connectors.svc.io/v1',
-    kind: 'Connector',
-    metadata: { name: `${MARK}-crm` },
-    connector_type: 'rest-generic',
-    spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'accounts', path: '/accounts', target: { table: 'ext.contacts', unique_key: '$.id' } }] },
-  };
   fixtures.connector = `${MARK}-crm`;
-  fixtures.connectorId = String((await asThem('POST', '/api/connectors/apply', stringify(manifest), 'application/yaml')).id);
+  fixtures.connectorId = String((await asThem('POST', '/api/connectors/apply', stringify(matrixConnector(fixtures.connector, 'accounts', 'ext.contacts')), 'application/yaml')).id);
   fixtures.endpoint = 'accounts';
   fixtures.table = 'contacts';
   // A CSV run: a run, an ext table of theirs with rows, a dead letter (the row without a key), events.
@@ -142,6 +136,29 @@ async function theirScenario() {
     [THEIRS, Number(fixtures.integration)],
   );
   fixtures.delivery = String(delivery.rows[0]!.id);
+}
+
+/** A connector of one endpoint `id` into `table`, declaring `matrix-scope`, the scope their card is stored under (matrix.ts). */
+function matrixConnector(name: string, id: string, table: string) {
+  return {
+    apiVersion: 'connectors.svc.io/v1',
+    kind: 'Connector',
+    metadata: { name },
+    connector_type: 'rest-generic',
+    scopes: ['matrix-scope'],
+    spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id, path: `/${id}`, target: { table, unique_key: '$.id' } }] },
+  };
+}
+
+/**
+ * A connector of mine (never run) declaring the scope their connector declares and their card is
+ * stored under: my analytic questions on it reach the card lookup, where a scope nothing of mine
+ * declares is a 404 before any card is read.
+ */
+async function myDeclaration() {
+  const manifest = stringify(matrixConnector('acme-matrix', 'rows', 'ext.matrix_rows'));
+  const res = await fetch(`${dev.url}/api/connectors/apply`, { method: 'POST', headers: { 'X-Tenant-ID': String(MINE), 'X-User-ID': 'matrix-mine', 'Content-Type': 'application/yaml' }, body: manifest });
+  if (res.status !== 201) throw new Error(`applying my connector: ${res.status} ${await res.text()}`);
 }
 
 function fill(text: string): string {

@@ -138,8 +138,9 @@ export const TABLES: TableCase[] = [
   {
     table: 'retrieval.schema_cards',
     ...NONE,
+    // Their card of the scope their connector declares (matrix.test.ts), which mine declares too.
     seed: `insert into retrieval.schema_cards (tenant_id, scope, source_type, card)
-           values ($1, 'globex-scope', 'discovered', '{"scope": "globex-scope", "relations": [{"name": "ext.contacts", "columns": []}]}') on conflict do nothing`,
+           values ($1, 'matrix-scope', 'discovered', '{"scope": "matrix-scope", "relations": [{"name": "ext.contacts", "columns": []}]}') on conflict do nothing`,
   },
 ];
 
@@ -177,13 +178,16 @@ export const ENDPOINTS: EndpointCase[] = [
   { route: 'GET /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, excludes: true },
   { route: 'PUT /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, body: { defaultScope: 'globex-scope' } },
   { route: 'POST /api/platform/rag/search', path: '/api/platform/rag/search', expect: 200, body: { query: 'globex chunk', topK: 100 }, excludes: true },
-  { route: 'POST /api/platform/rag/chat', path: '/api/platform/rag/chat', expect: 409, body: { question: 'how many?', mode: 'analytic', scope: 'globex-scope' } },
-  { route: 'POST /api/rag/chat', path: '/api/rag/chat', expect: 409, body: { question: 'how many?', mode: 'analytic', scope: 'globex-scope' } },
+  // Analytic, on the scope both tenants declare: mine has no card of it (409), theirs is not read. On the scope
+  // their entity alone declares: a 404, their declaration is not mine.
+  { route: 'POST /api/platform/rag/chat', path: '/api/platform/rag/chat', expect: 409, body: { question: 'how many?', mode: 'analytic', scope: 'matrix-scope' } },
+  { route: 'POST /api/rag/chat', path: '/api/rag/chat', expect: 409, body: { question: 'how many?', mode: 'analytic', scope: 'matrix-scope' } },
+  { route: 'POST /api/platform/rag/chat', path: '/api/platform/rag/chat', expect: 404, body: { question: 'how many?', mode: 'analytic', scope: 'globex-scope' } },
   { route: 'GET /api/platform/rag/scopes', path: '/api/platform/rag/scopes', expect: 200, excludes: true },
   { route: 'GET /api/platform/rag/corpora', path: '/api/platform/rag/corpora', expect: 200, excludes: true },
   { route: 'GET /api/platform/rag/status', path: '/api/platform/rag/status', expect: 200, excludes: true },
-  { route: 'GET /api/platform/rag/schema', path: '/api/platform/rag/schema?scope=globex-scope', expect: 404 },
-  // The summary names the scope asked for (theirs), so no `excludes`; GET schema above shows their card stays theirs.
+  { route: 'GET /api/platform/rag/schema', path: '/api/platform/rag/schema?scope=matrix-scope', expect: 404 },
+  // The summary names the scope asked for (theirs), so no `excludes`; the analytic doors above show their card and their declarations stay theirs.
   { route: 'POST /api/platform/rag/rediscover', path: '/api/platform/rag/rediscover?scope=globex-scope', expect: 404 },
   { route: 'POST /api/platform/rag/reindex', path: '/api/platform/rag/reindex', expect: 202 },
 

@@ -95,6 +95,21 @@ async function scopedUser(scopes: string[]): Promise<Client> {
   return client(hub.url, { 'X-Tenant-ID': String(T), 'X-User-ID': String(id) });
 }
 
+/** The 404 of an analytic door (a question, GET schema) on a scope nothing of the tenant declares: rediscover's, its card kept. */
+function undeclared(scope: string) {
+  return {
+    status: 404,
+    body: {
+      error: `no connector or entity of the tenant declares scope '${scope}'`,
+      hint: "a connector's scopes and an entity's spec.scope declare the tenant's scopes (GET /api/connectors and GET /api/entities list them: svc connectors ls, svc entities ls); a card stored for it is kept, unread, until a connector or entity declares the scope again (a rediscover then brings it up to date)",
+    },
+  };
+}
+
+async function storedCards(scope: string): Promise<number> {
+  return (await owner.query<{ n: number }>('select count(*)::int as n from retrieval.schema_cards where tenant_id = $1 and scope = $2', [T, scope])).rows[0]!.n;
+}
+
 async function rowHash(table: string, externalId: string): Promise<string> {
   return (await owner.query<{ row_hash: string }>(`select row_hash from ext_t${T}.${table} where external_id = $1`, [externalId])).rows[0]!.row_hash;
 }
@@ -369,16 +384,16 @@ describe('analytic chat', () => {
     expect(card.relations[0]!.columns.find((c) => c.name === 'country')!.values).toContain('FR');
   });
 
-  it('rediscover of a scope no connector or entity declares is a 404 naming it, and stores no card (an analytic question on it keeps its 409)', async () => {
+  it('rediscover of a scope no connector or entity declares is a 404 naming it, and stores no card; an analytic question and GET schema answer the same 404', async () => {
     const reply = await admin.post('/api/platform/rag/rediscover?scope=nope');
     expect(reply).toMatchObject({
       status: 404,
       body: { error: "no connector or entity of the tenant declares scope 'nope'", hint: expect.stringContaining('svc connectors ls, svc entities ls); nothing was stored') },
     });
     // Stored, an empty card stood for a scope that does not exist: served by GET schema, sent to the model.
-    expect(await admin.get('/api/platform/rag/schema?scope=nope')).toMatchObject({ status: 404, body: { error: 'No schema card found for scope: nope' } });
-    expect(await admin.post('/api/platform/rag/chat', { question: 'how many?', mode: 'analytic', scope: 'nope' })).toMatchObject({ status: 409 });
-    expect((await owner.query("select count(*)::int as n from retrieval.schema_cards where scope = 'nope'")).rows[0]!.n).toBe(0);
+    expect(await admin.get('/api/platform/rag/schema?scope=nope')).toMatchObject(undeclared('nope'));
+    expect(await admin.post('/api/platform/rag/chat', { question: 'how many?', mode: 'analytic', scope: 'nope' })).toMatchObject(undeclared('nope'));
+    expect(await storedCards('nope')).toBe(0);
   });
 
   it('a card holds examples of at most 200 characters, never half a character; declared values stay whole', async () => {
@@ -848,10 +863,38 @@ describe('an entity on the schema card', () => {
     expect((await admin.post('/api/platform/rag/chat', { question: 'how do partners move?', mode: 'analytic', scope: 'partner-entity' })).body).toMatchObject({ otherDoors: ['conflicts'] });
   });
 
-  it('refuses the relation once the entity is gone, naming why', async () => {
+  it('refuses the relation once the entity is gone, naming why, while another entity declares the scope', async () => {
+    const account = {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Entity',
+      metadata: { name: 'account' },
+      spec: { scope: 'partner-entity', key: 'account_id', columns: [{ name: 'account_id', type: 'text' }, { name: 'name', type: 'text' }], sources: [{ table: 'ext.accounts', key: 'external_id', columns: { name: 'name' } }] },
+    };
+    expect((await admin.post('/api/entities/apply', account)).status).toBe(201);
     expect((await admin.del('/api/entities/partner')).status).toBe(204);
     const res = await ask('select count(*) from entity.partner');
     expect((res.body as { answer: string }).answer).toBe('Refused (guard 2): Relation "entity.partner" cannot be read now: entity partner no longer exists (rediscover the scope).');
+    expect((await admin.del('/api/entities/account')).status).toBe(204);
+  });
+
+  it('once nothing declares the scope, its card is not read (404, as rediscover answers), and it is kept: declared again, it answers again', async () => {
+    const stored = (await owner.query<{ card: { relations: unknown[] } }>("select card from retrieval.schema_cards where tenant_id = $1 and scope = 'partner-entity'", [T])).rows[0]!.card;
+    expect(stored.relations).toMatchObject([{ name: 'entity.partner' }]);
+    expect(await admin.get('/api/entities/partner')).toMatchObject({ status: 404 });
+    expect(await ask('select count(*) as n from entity.partner')).toMatchObject(undeclared('partner-entity'));
+    expect(await admin.post('/api/rag/chat', { question: 'about partners', mode: 'analytic', scope: 'partner-entity' })).toMatchObject(undeclared('partner-entity'));
+    expect(await admin.get('/api/platform/rag/schema?scope=partner-entity')).toMatchObject(undeclared('partner-entity'));
+    // A caller bound to the scope gets the same 404: their grant does not declare it.
+    const bound = await scopedUser(['partner-entity']);
+    expect(await bound.post('/api/platform/rag/chat', { question: 'about partners', mode: 'analytic' })).toMatchObject(undeclared('partner-entity'));
+    expect(await storedCards('partner-entity')).toBe(1);
+    expect((await admin.post('/api/entities/apply', entity)).status).toBe(201);
+    try {
+      expect(await admin.get('/api/platform/rag/schema?scope=partner-entity')).toMatchObject({ status: 200, body: { scope: 'partner-entity', relations: stored.relations } });
+      expect(await ask('select count(*) as n from entity.partner')).toMatchObject({ status: 200, body: { rowCount: 1, sql: 'select count(*) as n from entity.partner' } });
+    } finally {
+      expect((await admin.del('/api/entities/partner')).status).toBe(204);
+    }
   });
 });
 
@@ -889,6 +932,36 @@ describe('the platform corpus and deletes', () => {
     expect(all.map((h) => [...h.metadata.scopes].sort())).toEqual(Array(5).fill(['partners', 'sales']));
     const scopes = (await admin.get('/api/platform/rag/scopes')).body as Array<{ scope: string; connectors: number; chunks: number }>;
     expect(scopes.filter((s) => s.scope !== 'finance').map((s) => [s.scope, s.connectors, s.chunks])).toEqual([['partners', 1, ROWS], ['sales', 1, ROWS]]);
+  });
+
+  it('a deleted connector\'s scope: its card is not read (404, as rediscover answers), and kept; the connector applied again, it answers again', async () => {
+    expect(await apply('leaver', ['leaving'], 'ext.leavers')).toBe(201);
+    await runToEnd('leaver');
+    expect((await admin.post('/api/platform/rag/rediscover?scope=leaving')).status).toBe(200);
+    const card = (await admin.get('/api/platform/rag/schema?scope=leaving')).body;
+    const ask = () => {
+      nextAnswer = 'select count(*) as n from ext.leavers';
+      return admin.post('/api/platform/rag/chat', { question: 'How many?', mode: 'analytic', scope: 'leaving' });
+    };
+    expect(await ask()).toMatchObject({ status: 200, body: { rows: [{ n: ROWS }] } });
+    // Nothing reads the table when the connector goes (a table being read is left, docs/connectors.md).
+    await indexAll(hub.services.retrieval);
+    expect((await admin.del('/api/connectors/leaver')).status).toBe(204);
+    // The delete dropped the table it alone wrote (empty, registered by nothing); the card, the tenant's text, stays.
+    expect((await owner.query(`select to_regclass('ext_t${T}.leavers') as t`)).rows[0].t).toBeNull();
+    expect(await ask()).toMatchObject(undeclared('leaving'));
+    expect(await admin.get('/api/platform/rag/schema?scope=leaving')).toMatchObject(undeclared('leaving'));
+    expect(await admin.post('/api/platform/rag/rediscover?scope=leaving')).toMatchObject({ status: 404 });
+    expect(await storedCards('leaving')).toBe(1);
+    expect(await apply('leaver', ['leaving'], 'ext.leavers')).toBe(201);
+    try {
+      expect(await admin.get('/api/platform/rag/schema?scope=leaving')).toMatchObject({ status: 200, body: card });
+      await runToEnd('leaver');
+      expect(await ask()).toMatchObject({ status: 200, body: { rows: [{ n: ROWS }] } });
+    } finally {
+      expect((await admin.del('/api/connectors/leaver')).status).toBe(204);
+      await owner.query("delete from retrieval.schema_cards where scope = 'leaving'");
+    }
   });
 
   it('a connector delete removes its chunks from the table and from search', async () => {

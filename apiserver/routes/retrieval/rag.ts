@@ -18,6 +18,9 @@ const MAX_TOP_K = 100;
 const unavailable: ResponseDecl = { description: '`{error, hint}`: the embedding or chat port is not configured, or its backend did not answer', schema: errorBody };
 const chatUnavailable: ResponseDecl = { ...unavailable, description: `${unavailable.description}; analytic: not one relation of the schema card fits \`svc.llm.context-chars\`` };
 const scopeRefused = '; or JSON `{"error": "scope not granted"}`: a scope-bound user asked outside the grants';
+/** A scope no connector or entity of the tenant declares (any more): the analytic doors read no card of it. */
+const undeclared = "`no connector or entity of the tenant declares scope '<scope>'`";
+const chatUndeclared: ResponseDecl = { description: `Analytic: \`{error, hint}\`, ${undeclared}; a card stored for it is kept, unread, until the scope is declared again`, schema: errorBody };
 
 function platformRefusals(scoped: boolean): Record<number, ResponseDecl> {
   const floor = refusals(true);
@@ -185,7 +188,8 @@ export const ragRoutes: RouteDecl[] = [
       200: { description: 'The semantic answer `{answer, citations}`, or the analytic answer `{answer, sql, rowCount, rows, dataAsOf?, otherDoors}`', schema: chatAnswer },
       400: { description: '`question is required`, or an invalid field', schema: errorBody },
       ...platformRefusals(true),
-      409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
+      404: chatUndeclared,
+      409: { description: 'Analytic: no schema card for the (declared) scope `{error, hint}`', schema: errorBody },
       503: chatUnavailable,
     },
     handler: ({ services, principal, body, ctx }) => whileClientWaits(ctx, (signal) => chat(services, principal, body, signal)),
@@ -201,7 +205,8 @@ export const ragRoutes: RouteDecl[] = [
       200: { description: 'As the platform door: the semantic answer `{answer, citations}`, or the analytic answer `{answer, sql, rowCount, rows, dataAsOf?, otherDoors}`', schema: chatAnswer },
       400: { description: '`question is required`, or an invalid field', schema: errorBody },
       ...refusals(false),
-      409: { description: 'Analytic: no schema card for the scope `{error, hint}`', schema: errorBody },
+      404: chatUndeclared,
+      409: { description: 'Analytic: no schema card for the (declared) scope `{error, hint}`', schema: errorBody },
       503: chatUnavailable,
     },
     handler: ({ services, principal, body, ctx }) => whileClientWaits(ctx, (signal) => chat(services, principal, body, signal)),
@@ -239,7 +244,7 @@ export const ragRoutes: RouteDecl[] = [
       200: { description: 'The card `{scope, sourceType, enriched, updatedAt, relations[{name, columns[{name, type, label?, description?, examples?, values?}]}]}`', schema: { type: 'object' } },
       400: { description: '`scope is required`', schema: errorBody },
       ...platformRefusals(true),
-      404: { description: '`No schema card found for scope: <scope>`', schema: errorBody },
+      404: { description: `\`No schema card found for scope: <scope>\`: a declared scope without a card; or \`{error, hint}\`, ${undeclared}: a card stored for it is kept, unread, until the scope is declared again`, schema: errorBody },
     },
     handler: async ({ services, principal, query }) => {
       const scope = await askedScope(services, principal, query.scope);
