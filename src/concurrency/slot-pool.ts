@@ -104,6 +104,13 @@ export class SlotPool {
     return true;
   }
 
+  /** The keys whose queue is full now (`offer` would refuse their next job). */
+  fullKeys(): Array<string | number> {
+    const full: Array<string | number> = [];
+    for (const [key, lane] of this.lanes) if (lane.queue.length >= this.maxQueuedPerKey) full.push(key);
+    return full;
+  }
+
   private enqueue(key: string | number, lane: Lane, job: Job): void {
     // In the context of whoever offered it, not of the job whose end starts it (src/observability/context.ts).
     lane.queue.push(inCurrentContext(job));

@@ -41,6 +41,8 @@ const recording = {
     return claims.length;
   },
   stamp: () => ({ at: performance.now(), changes: 0 }),
+  // Its queues never full: every claim is taken.
+  fullIntegrations: () => [],
 } as unknown as DeliveryWorker;
 
 const consumer = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
@@ -768,6 +770,45 @@ describe('the retry sweep, refilling', () => {
       await until('every row to be delivered', async () => (await succeeded(i.id)) === 10);
     } finally {
       release();
+      await w.stop();
+    }
+  });
+
+  it('an integration whose queue is full (a drain\'s first attempts, say): the sweep\'s claim gives its leases back at once, no refill leases its other rows, and the same sweep sends them all once the queue has room', async () => {
+    const i = await integration(1, 'refill-queue-full');
+    await orphaned(i.id, 40, 60_000);
+    // Its two slots taken and its queue of two full, as by a consumer's first attempts.
+    const pool = new SlotPool(4, 2, 2);
+    const releases: Array<() => void> = [];
+    let freed = false;
+    const free = () => {
+      freed = true;
+      for (const release of releases) release();
+    };
+    for (let k = 0; k < 4; k++) expect(pool.offer(i.id, () => (freed ? Promise.resolve() : new Promise<void>((resolve) => releases.push(resolve))), 1)).toBe(true);
+    const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5_000, userAgent: 'test' }), pool, leaseMs: 60_000 });
+    // How often the sweep has looked for room: each look while the queue is full claims nothing.
+    let looks = 0;
+    const fullIntegrations = w.fullIntegrations.bind(w);
+    w.fullIntegrations = () => {
+      looks++;
+      return fullIntegrations();
+    };
+    const rows = () => rowsOf(i.id);
+    try {
+      const sweeping = refilling(w).sweep();
+      // The first claim (4 rows) refused by the full queue: its leases given back at once.
+      await until('the refused claim given back', async () => (await rows()).filter((r) => r.lease_token === null).length === 4);
+      const looked = looks;
+      await until('the sweep to look for room twice more', async () => looks >= looked + 2);
+      expect((await rows()).filter((r) => r.lease_until !== null && r.lease_until > new Date())).toEqual([]);
+      expect((await rows()).filter((r) => r.attempts > 0)).toEqual([]);
+      // The queue frees: the same sweep sends every row, a claim at a time.
+      free();
+      expect(await sweeping).toBe(44); // the 4 refused, then the 40
+      await until('every row to be delivered', async () => (await succeeded(i.id)) === 40);
+    } finally {
+      free();
       await w.stop();
     }
   });

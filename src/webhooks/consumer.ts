@@ -322,6 +322,11 @@ export class WebhookConsumer {
       else tenantInFlight.delete(tenantId);
       if (perTenantClaim !== undefined && tenantLeft <= perTenantClaim / 2) wake?.();
     };
+    // Integrations whose queue was full when a claim of this sweep came (the first attempts of a
+    // drain, say): the rows claimed for them are given back at once (`claim`), and they are left out
+    // of the claims until their queue has room again (looked at every second), or every refill would
+    // lease their next rows and leave them leased, unsent, for a whole lease.
+    const queueFull = new Set<number>();
     let total = 0;
     // A row is attempted at most once per sweep: a failed attempt frees the row at once, and a
     // refill that took it back would spend its retries within moments instead of one per sweep.
@@ -335,27 +340,32 @@ export class WebhookConsumer {
       // outgrows one claim (the first claim leaves nothing out, as a sweep without refill).
       // A tenant is claimed up to perTenantClaim rows with this sweep's attempts still going: its
       // queues never outgrow one tenant claim either.
-      const rows = await this.claim([...inFlight.keys()], new Map(tenantInFlight), refill ? started : null, (tenantId, integrationId) => {
+      // Integrations whose queue was full at a claim are left out until it has room.
+      const rows = await this.claim([...inFlight.keys(), ...queueFull], new Map(tenantInFlight), refill ? started : null, queueFull, (tenantId, integrationId) => {
         inFlight.set(integrationId, (inFlight.get(integrationId) ?? 0) + 1);
         tenantInFlight.set(tenantId, (tenantInFlight.get(tenantId) ?? 0) + 1);
         return over(tenantId, integrationId);
       });
       total += rows.length;
-      if (this.o.refillWaitMs === undefined || rows.length === 0) return total;
+      if (this.o.refillWaitMs === undefined) return total;
       const perIntegration = new Map<number, number>();
-      for (const row of rows) perIntegration.set(row.integration_id, (perIntegration.get(row.integration_id) ?? 0) + 1);
+      // Only the rows queued count here (those of a full queue were given back).
+      for (const row of rows) if (!queueFull.has(row.integration_id)) perIntegration.set(row.integration_id, (perIntegration.get(row.integration_id) ?? 0) + 1);
       const full = [...perIntegration].filter(([, n]) => n >= this.o.perIntegrationClaim).map(([id]) => id);
       const tenants = new Set(rows.map((row) => row.tenant_id));
       const fullTenants = perTenantClaim === undefined ? [] : [...tenants].filter((id) => (tenantInFlight.get(id) ?? 0) >= perTenantClaim);
-      if (full.length === 0 && fullTenants.length === 0 && rows.length < this.o.sweepBatch) return total;
+      const more = full.length > 0 || fullTenants.length > 0 || rows.length >= this.o.sweepBatch;
+      if (!more && queueFull.size === 0) return total;
       refill = true;
       // More may wait: claim again once one of the integrations it filled is done with this sweep's
-      // attempts, or one of the tenants it filled has half of its claim or less in flight.
-      const waitFor = full.length > 0 || fullTenants.length > 0 ? full : [...perIntegration.keys()];
+      // attempts, or one of the tenants it filled has half of its claim or less in flight, or one
+      // whose queue was full has room.
+      const waitFor = !more ? [] : full.length > 0 || fullTenants.length > 0 ? full : [...perIntegration.keys()];
       const deadline = Date.now() + this.o.refillWaitMs;
       for (;;) {
         if (waitFor.some((id) => !inFlight.has(id))) break;
         if (fullTenants.some((id) => (tenantInFlight.get(id) ?? 0) <= perTenantClaim! / 2)) break;
+        if (queueFull.size > 0 && this.roomIn(queueFull)) break;
         const left = deadline - Date.now();
         // Checked every second: the clock stopped, the leadership lost, the worker stopping.
         if (left <= 0 || !keepGoing() || this.o.worker.isStopping()) return total;
@@ -369,6 +379,18 @@ export class WebhookConsumer {
         wake = undefined;
       }
     }
+  }
+
+  /** Takes the integrations whose queue has room now out of `queueFull`; whether there were any. */
+  private roomIn(queueFull: Set<number>): boolean {
+    const still = new Set(this.o.worker.fullIntegrations());
+    let roomy = false;
+    for (const id of queueFull) {
+      if (still.has(id)) continue;
+      queueFull.delete(id);
+      roomy = true;
+    }
+    return roomy;
   }
 
   /**
@@ -415,12 +437,14 @@ export class WebhookConsumer {
    * One claim, integrations in `busy` left out, each tenant's rows up to `perTenantClaim` less its
    * rows in `tenantBusy` (this sweep's attempts still in flight) and, given `attemptedBefore`, rows
    * attempted since then (a refill never takes back a row its sweep attempted); its attempts
-   * queued, `track` told of each.
+   * queued, `track` told of each. A row the worker does not queue has its lease given back at once;
+   * its integration, when its queue was full, is added to `queueFull`.
    */
   private async claim(
     busy: number[],
     tenantBusy: Map<number, number>,
     attemptedBefore: Date | null,
+    queueFull: Set<number>,
     track: (tenantId: number, integrationId: number) => () => void,
   ): Promise<Inserted[]> {
     const token = randomUUID();
@@ -449,11 +473,14 @@ export class WebhookConsumer {
     for (const row of rows) {
       const done = track(row.tenant_id, row.integration_id);
       if (this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, undefined, done)) continue;
-      // Not queued: it counts as over here. Its integration's queue full, the row waits for its
-      // lease (a refill would only claim it again at once); the worker stopping (a claim made as the
-      // process stops), its lease is given back so the next leader's sweep takes it up at once.
+      // Not queued: it counts as over here, and its lease is given back at once. Its integration's
+      // queue full (the first attempts of a drain, say), the sweep claims it again once the queue has
+      // room (`sweep`), rather than the row waiting for its lease to run out (a minute unsent after
+      // the queue emptied); the worker stopping (a claim made as the process stops), the next
+      // leader's sweep takes it up at once.
       done();
-      if (this.o.worker.isStopping()) refused.push(row.id);
+      refused.push(row.id);
+      if (!this.o.worker.isStopping()) queueFull.add(row.integration_id);
     }
     if (refused.length > 0) await this.release('webhook-retry', refused, token);
     if (rows.length > 0) logger().debug({ claimed: rows.length }, 'webhook retry sweep');

@@ -210,6 +210,11 @@ export class DeliveryWorker {
     return this.stopping;
   }
 
+  /** The integrations whose queue is full now (an attempt offered would be refused). */
+  fullIntegrations(): number[] {
+    return this.o.pool.fullKeys() as number[];
+  }
+
   /**
    * Like `submit` for several first attempts of one integration, in order (each Claim's row), waiting
    * up to `waitMs` in all for room as its queue frees, unless it is stalled (SlotPool.offerEach).
