@@ -115,6 +115,9 @@ function readBytes(req: IncomingMessage, limit: number, onChunk: (chunk: Buffer)
     const onEnd = () => settle(length !== undefined && received !== length ? new BodyReadError('request size did not match content length', 400) : undefined);
     req.on('aborted', onAborted).on('close', onClose).on('error', onError);
     source.on('data', onData).on('end', onEnd).on('error', onError);
+    // Gone already (the read began late: the middleware before it, a busy machine): its `aborted` and `close` came
+    // and went, and a destroyed request emits nothing more, not even the rest of a body that had arrived whole.
+    if (req.destroyed) onAborted();
   });
 }
 
