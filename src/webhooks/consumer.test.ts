@@ -694,6 +694,9 @@ describe('the retry sweep, refilling', () => {
   }
   const succeeded = async (integrationId: number) =>
     (await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and succeeded', [integrationId])).rows[0]!.n;
+  /** Its rows under a lease now (claimed, their attempt not over). */
+  const leased = async (integrationId: number) =>
+    (await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and lease_until > now()', [integrationId])).rows[0]!.n;
   const refilling = (worker: DeliveryWorker, refillWaitMs = 10_000) =>
     new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 4, sweepBatch: 100, refillWaitMs });
   const realWorker = (timeoutMs: number) =>
@@ -829,8 +832,7 @@ describe('the retry sweep, refilling', () => {
         await until('the healthy integration to be drained', async () => (await succeeded(healthy.id)) === 40, 20_000);
         // The stuck one got one claim, and no more while its attempts hang.
         expect(hanging.received).toHaveLength(2); // its two slots; the other two claimed rows wait behind them
-        const { rows } = await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and lease_until > now()', [stuck.id]);
-        expect(rows[0]!.n).toBe(4);
+        expect(await leased(stuck.id)).toBe(4);
         going = false;
         expect(await sweeping).toBe(44);
       } finally {
@@ -838,6 +840,42 @@ describe('the retry sweep, refilling', () => {
       }
     } finally {
       await hanging.close();
+      // Its rows (their receiver gone) out of the later sweeps' way.
+      await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id in (select id from hub.integrations where name = 'refill-stuck')");
+    }
+  });
+
+  it('an integration whose claim has one slow attempt: the next claim comes once half of the claim is done, not all of it, so the rest of its backlog drains while the slow one goes on', async () => {
+    // Its first request hangs (a slow attempt), every other one is answered at once.
+    let held = false;
+    const endpoint = await startReceiver((path) => {
+      if (held || path !== '/half') return { status: 200, body: 'ok' };
+      held = true;
+      return 'hang';
+    });
+    try {
+      const i = await t.db.withTenant(1, (tx) =>
+        createIntegration(tx, { name: 'refill-half', targetUrl: `${endpoint.url}/half`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules),
+      );
+      await orphaned(i.id, 20, 70_000);
+      const w = realWorker(60_000);
+      let going = true;
+      try {
+        const sweeping = refilling(w, 60_000).sweep(() => going);
+        // Every row but the slow one's is sent while it still hangs: claims of up to perIntegrationClaim
+        // (4) less the attempts of the sweep still going, the slow one among them.
+        await until('the rest of the backlog to be delivered while one attempt hangs', async () => (await succeeded(i.id)) === 19, 20_000);
+        expect(await leased(i.id)).toBe(1); // the slow one's row alone
+        const sent = endpoint.on('/half').map((r) => Number(r.headers['x-svc-event-id']));
+        expect(sent.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, k) => 70_001 + k));
+        going = false;
+        // Its 20 rows, and any other test's rows still open.
+        expect(await sweeping).toBeGreaterThanOrEqual(20);
+      } finally {
+        await w.stop();
+      }
+    } finally {
+      await endpoint.close();
     }
   });
 });

@@ -34,8 +34,9 @@ interface WebhookConsumerOptions {
   /** Rows claimed per sweep at most. */
   sweepBatch: number;
   /**
-   * When set, a sweep that filled an integration's claim (or the whole batch) claims again as soon as
-   * one of those integrations is done with the attempts this sweep queued, waiting this long at most
+   * When set, a sweep that filled an integration's claim claims again as soon as one of those
+   * integrations has half of it or less in flight (one that filled the whole batch: as soon as one of
+   * its integrations is done with the attempts this sweep queued), waiting this long at most
    * (`svc.webhook.retry-every`): a backlog, such as the leased first attempts of a dispatcher that
    * died, drains at the endpoints' pace instead of a claim per sweep. Without it, one claim.
    */
@@ -115,8 +116,9 @@ const QUEUE_WAIT_MS = 1_000;
 
 /**
  * The retry sweep's claim (`claim` below): $1 max attempts, $2 rows per integration, $3 rows in all,
- * $4 lease ms, $5 lease token, $6 integrations left out, $7 attempted before, $8 rows per tenant,
- * $9/$10 each tenant's attempts running, $11 the gap after an attempt (ms). Exported for its plan's test.
+ * $4 lease ms, $5 lease token, $6/$12 each integration's attempts running (one with $2 or more is left
+ * out), $7 attempted before, $8 rows per tenant, $9/$10 each tenant's attempts running, $11 the gap
+ * after an attempt (ms). Exported for its plan's test.
  */
 /**
  * Closes the open rows that failed every attempt allowed ($2 = svc.webhook.max-attempts) and hold no
@@ -139,11 +141,14 @@ export const SWEEP_CLAIM_SQL = `with recursive integrations (id) as (
             order by d.integration_id limit 1)
      from integrations i where i.id is not null
  ), candidates as (
-   -- Each integration's first $2 rows to attempt, in id order, read from its open rows alone.
+   -- Each integration's first $2 rows to attempt, in id order, read from its open rows alone, of which
+   -- as many as $2 less its attempts running ($6/$12) are kept (a LIMIT cannot name a lateral column:
+   -- numbered instead); one with $2 or more running is not read at all.
    select c.id, c.tenant_id
      from integrations i
+     left join unnest($6::bigint[], $12::integer[]) as b (integration_id, running) on b.integration_id = i.id
      cross join lateral (
-       select d.id, d.tenant_id
+       select d.id, d.tenant_id, row_number() over (order by d.id) as n
          from hub.deliveries d
         where d.integration_id = i.id
           and not d.succeeded and d.closed_reason is null and d.kind <> 'test' and d.attempts < $1
@@ -153,7 +158,7 @@ export const SWEEP_CLAIM_SQL = `with recursive integrations (id) as (
         order by d.id
         limit $2
      ) c
-    where i.id is not null and i.id <> all($6::bigint[])
+    where i.id is not null and coalesce(b.running, 0) < $2 and c.n <= $2 - coalesce(b.running, 0)
  ), per_tenant as (
    select id, tenant_id, row_number() over (partition by tenant_id order by id) as tn
      from candidates
@@ -304,8 +309,9 @@ export class WebhookConsumer {
     await this.closeInterruptedTests();
     await this.closeOfInactiveTenants();
     await this.closeExhausted();
-    // This sweep's attempts not yet over, per integration; `wake` when one integration has none left.
+    // This sweep's attempts not yet over, per integration; `wake` when one has half of its claim or less left.
     const inFlight = new Map<number, number>();
+    const perIntegrationClaim = this.o.perIntegrationClaim;
     // The same per tenant; `wake` also when a tenant whose claim was full has half of it or less left.
     const tenantInFlight = new Map<number, number>();
     const perTenantClaim = this.o.perTenantClaim;
@@ -313,10 +319,8 @@ export class WebhookConsumer {
     const over = (tenantId: number, integrationId: number) => () => {
       const left = inFlight.get(integrationId)! - 1;
       if (left > 0) inFlight.set(integrationId, left);
-      else {
-        inFlight.delete(integrationId);
-        wake?.();
-      }
+      else inFlight.delete(integrationId);
+      if (left <= perIntegrationClaim / 2) wake?.();
       const tenantLeft = tenantInFlight.get(tenantId)! - 1;
       if (tenantLeft > 0) tenantInFlight.set(tenantId, tenantLeft);
       else tenantInFlight.delete(tenantId);
@@ -336,12 +340,14 @@ export class WebhookConsumer {
       // Told to stop (the clock stopped, the leadership lost), or the worker stopping: no more
       // claims (a claim the worker refuses would only lease its rows again).
       if (refill && (!keepGoing() || this.o.worker.isStopping())) return total;
-      // An integration with attempts of this sweep still going waits for them: its queue never
-      // outgrows one claim (the first claim leaves nothing out, as a sweep without refill).
-      // A tenant is claimed up to perTenantClaim rows with this sweep's attempts still going: its
-      // queues never outgrow one tenant claim either.
-      // Integrations whose queue was full at a claim are left out until it has room.
-      const rows = await this.claim([...inFlight.keys(), ...queueFull], new Map(tenantInFlight), refill ? started : null, queueFull, (tenantId, integrationId) => {
+      // An integration is claimed up to perIntegrationClaim rows with this sweep's attempts still
+      // going: its queue never outgrows one claim (the first claim has none going, as a sweep without
+      // refill). A tenant is claimed up to perTenantClaim rows the same way: its queues never outgrow
+      // one tenant claim either. Integrations whose queue was full at a claim are left out until it
+      // has room.
+      const busy = new Map(inFlight);
+      for (const id of queueFull) busy.set(id, perIntegrationClaim);
+      const rows = await this.claim(busy, new Map(tenantInFlight), refill ? started : null, queueFull, (tenantId, integrationId) => {
         inFlight.set(integrationId, (inFlight.get(integrationId) ?? 0) + 1);
         tenantInFlight.set(tenantId, (tenantInFlight.get(tenantId) ?? 0) + 1);
         return over(tenantId, integrationId);
@@ -351,19 +357,21 @@ export class WebhookConsumer {
       const perIntegration = new Map<number, number>();
       // Only the rows queued count here (those of a full queue were given back).
       for (const row of rows) if (!queueFull.has(row.integration_id)) perIntegration.set(row.integration_id, (perIntegration.get(row.integration_id) ?? 0) + 1);
-      const full = [...perIntegration].filter(([, n]) => n >= this.o.perIntegrationClaim).map(([id]) => id);
+      // Filled: its rows of this claim and its attempts going before it make a whole claim.
+      const full = [...perIntegration].filter(([id, n]) => n + (busy.get(id) ?? 0) >= perIntegrationClaim).map(([id]) => id);
       const tenants = new Set(rows.map((row) => row.tenant_id));
       const fullTenants = perTenantClaim === undefined ? [] : [...tenants].filter((id) => (tenantInFlight.get(id) ?? 0) >= perTenantClaim);
       const more = full.length > 0 || fullTenants.length > 0 || rows.length >= this.o.sweepBatch;
       if (!more && queueFull.size === 0) return total;
       refill = true;
-      // More may wait: claim again once one of the integrations it filled is done with this sweep's
-      // attempts, or one of the tenants it filled has half of its claim or less in flight, or one
-      // whose queue was full has room.
-      const waitFor = !more ? [] : full.length > 0 || fullTenants.length > 0 ? full : [...perIntegration.keys()];
+      // More may wait: claim again once one of the integrations or tenants it filled has half of its
+      // claim or less in flight, or (the batch filled, nothing else) one of its integrations is done
+      // with this sweep's attempts, or one whose queue was full has room.
+      const batchOnly = more && full.length === 0 && fullTenants.length === 0 ? [...perIntegration.keys()] : [];
       const deadline = Date.now() + this.o.refillWaitMs;
       for (;;) {
-        if (waitFor.some((id) => !inFlight.has(id))) break;
+        if (full.some((id) => (inFlight.get(id) ?? 0) <= perIntegrationClaim / 2)) break;
+        if (batchOnly.some((id) => !inFlight.has(id))) break;
         if (fullTenants.some((id) => (tenantInFlight.get(id) ?? 0) <= perTenantClaim! / 2)) break;
         if (queueFull.size > 0 && this.roomIn(queueFull)) break;
         const left = deadline - Date.now();
@@ -434,14 +442,15 @@ export class WebhookConsumer {
   }
 
   /**
-   * One claim, integrations in `busy` left out, each tenant's rows up to `perTenantClaim` less its
-   * rows in `tenantBusy` (this sweep's attempts still in flight) and, given `attemptedBefore`, rows
-   * attempted since then (a refill never takes back a row its sweep attempted); its attempts
+   * One claim, each integration's rows up to `perIntegrationClaim` less its rows in `busy`, each
+   * tenant's rows up to `perTenantClaim` less its rows in `tenantBusy` (this sweep's attempts still in
+   * flight; a queue full counts as a whole claim) and, given `attemptedBefore`, no row attempted since
+   * then (a refill never takes back a row its sweep attempted); its attempts
    * queued, `track` told of each. A row the worker does not queue has its lease given back at once;
    * its integration, when its queue was full, is added to `queueFull`.
    */
   private async claim(
-    busy: number[],
+    busy: Map<number, number>,
     tenantBusy: Map<number, number>,
     attemptedBefore: Date | null,
     queueFull: Set<number>,
@@ -458,12 +467,13 @@ export class WebhookConsumer {
           this.o.sweepBatch,
           this.o.leaseMs,
           token,
-          busy,
+          [...busy.keys()],
           attemptedBefore,
           perTenant,
           [...tenantBusy.keys()],
           [...tenantBusy.values()],
           this.o.minGapMs ?? 0,
+          [...busy.values()],
         ],
       );
       return rows;

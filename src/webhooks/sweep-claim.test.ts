@@ -44,8 +44,8 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** The claim's parameters: 8 rows per integration, 16 in all, no tenant bound; `busy` integrations left out. */
-const params = (busy: number[] = []) => [5, 8, 16, 60_000, '00000000-0000-4000-8000-000000000001', busy, null, null, [], [], 0];
+/** The claim's parameters: 8 rows per integration, 16 in all, no tenant bound; `busy` integrations' attempts running. */
+const params = (busy: Map<number, number> = new Map()) => [5, 8, 16, 60_000, '00000000-0000-4000-8000-000000000001', [...busy.keys()], null, null, [], [], 0, [...busy.values()]];
 
 interface PlanNode {
   'Relation Name'?: string;
@@ -66,7 +66,7 @@ function deliveriesRowsRead(node: PlanNode): number {
 }
 
 describe('the retry sweep claim', () => {
-  it("takes each integration's first open rows to attempt, leaving out busy integrations, leased rows and delivered ones", async () => {
+  it("takes each integration's first open rows to attempt, up to its claim less its attempts running, leaving out leased rows and delivered ones", async () => {
     const [a, b, c] = integrations as [number, number, number, number];
     await t.owner.query('begin');
     try {
@@ -81,23 +81,31 @@ describe('the retry sweep claim', () => {
     }
     await t.owner.query('begin');
     try {
-      const { rows } = await t.owner.query<{ integration_id: string }>(SWEEP_CLAIM_SQL, params([a]));
-      expect(new Set(rows.map((r) => Number(r.integration_id)))).toEqual(new Set([b, c]));
+      // a with a whole claim running: left out; b with 6 running: 2 rows, its first.
+      const { rows } = await t.owner.query<{ id: string; integration_id: string }>(SWEEP_CLAIM_SQL, params(new Map([[a, 8], [b, 6]])));
+      const by = (id: number) => rows.filter((r) => Number(r.integration_id) === id).map((r) => r.id);
+      expect({ a: by(a).length, b: by(b).length, c: by(c).length }).toEqual({ a: 0, b: 2, c: 2 });
+      const lowest = await t.owner.query<{ id: string }>(`select id from hub.deliveries where integration_id = $1 order by id limit 2`, [b]);
+      expect(by(b).sort()).toEqual(lowest.rows.map((r) => r.id).sort());
     } finally {
       await t.owner.query('rollback');
     }
   });
 
   it(`reads a few rows per integration, not the ${BACKLOG} open rows of the backlog`, async () => {
-    await t.owner.query('begin');
-    try {
-      const { rows } = await t.owner.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`explain (analyze, format json) ${SWEEP_CLAIM_SQL}`, params());
-      const read = deliveriesRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan);
-      // Each integration's first rows, the skips from one integration to the next, the 15 rows locked and updated.
-      expect(read).toBeGreaterThan(0);
-      expect(read).toBeLessThan(200);
-    } finally {
-      await t.owner.query('rollback');
+    const [a, , c] = integrations as [number, number, number, number];
+    // No attempts running, then the backlog's integration with half a claim running and another with a whole one.
+    for (const busy of [new Map<number, number>(), new Map([[a, 4], [c, 8]])]) {
+      await t.owner.query('begin');
+      try {
+        const { rows } = await t.owner.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`explain (analyze, format json) ${SWEEP_CLAIM_SQL}`, params(busy));
+        const read = deliveriesRowsRead(rows[0]!['QUERY PLAN'][0]!.Plan);
+        // Each integration's first rows, the skips from one integration to the next, the rows locked and updated.
+        expect(read).toBeGreaterThan(0);
+        expect(read).toBeLessThan(200);
+      } finally {
+        await t.owner.query('rollback');
+      }
     }
   });
 
