@@ -99,16 +99,19 @@ export class SlotPool {
    */
   offer(key: string | number, job: Job, group?: string | number): boolean {
     const lane = this.lane(key, group);
-    if (lane.queue.length >= this.maxQueuedPerKey) return false;
+    if (this.full(lane)) return false;
     this.enqueue(key, lane, job);
     return true;
   }
 
-  /** The keys whose queue is full now (`offer` would refuse their next job). */
-  fullKeys(): Array<string | number> {
-    const full: Array<string | number> = [];
-    for (const [key, lane] of this.lanes) if (lane.queue.length >= this.maxQueuedPerKey) full.push(key);
-    return full;
+  /** Whether the key's queue is full now (`offer` would refuse its next job). */
+  isFull(key: string | number): boolean {
+    const lane = this.lanes.get(key);
+    return lane !== undefined && this.full(lane);
+  }
+
+  private full(lane: Lane): boolean {
+    return lane.queue.length >= this.maxQueuedPerKey;
   }
 
   private enqueue(key: string | number, lane: Lane, job: Job): void {

@@ -41,8 +41,6 @@ const recording = {
     return claims.length;
   },
   stamp: () => ({ at: performance.now(), changes: 0 }),
-  // Its queues never full: every claim is taken.
-  fullIntegrations: () => [],
 } as unknown as DeliveryWorker;
 
 const consumer = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
@@ -792,10 +790,10 @@ describe('the retry sweep, refilling', () => {
     const w = new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs: 5_000, userAgent: 'test' }), pool, leaseMs: 60_000 });
     // How often the sweep has looked for room: each look while the queue is full claims nothing.
     let looks = 0;
-    const fullIntegrations = w.fullIntegrations.bind(w);
-    w.fullIntegrations = () => {
+    const queueFull = w.queueFull.bind(w);
+    w.queueFull = (integrationId) => {
       looks++;
-      return fullIntegrations();
+      return queueFull(integrationId);
     };
     const rows = () => rowsOf(i.id);
     try {

@@ -391,10 +391,9 @@ export class WebhookConsumer {
 
   /** Takes the integrations whose queue has room now out of `queueFull`; whether there were any. */
   private roomIn(queueFull: Set<number>): boolean {
-    const still = new Set(this.o.worker.fullIntegrations());
     let roomy = false;
     for (const id of queueFull) {
-      if (still.has(id)) continue;
+      if (this.o.worker.queueFull(id)) continue;
       queueFull.delete(id);
       roomy = true;
     }

@@ -56,7 +56,6 @@ function otherSweeper() {
       return true;
     },
     isStopping: () => false,
-    fullIntegrations: () => [],
   } as unknown as DeliveryWorker;
   const sweeper = new WebhookConsumer({ db: t.db, worker: recording, leaseMs: LEASE_MS, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100 });
   return { sweeper, claimed };

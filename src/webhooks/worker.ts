@@ -210,9 +210,9 @@ export class DeliveryWorker {
     return this.stopping;
   }
 
-  /** The integrations whose queue is full now (an attempt offered would be refused). */
-  fullIntegrations(): number[] {
-    return this.o.pool.fullKeys() as number[];
+  /** Whether the integration's queue is full now (an attempt offered would be refused). */
+  queueFull(integrationId: number): boolean {
+    return this.o.pool.isFull(integrationId);
   }
 
   /**
