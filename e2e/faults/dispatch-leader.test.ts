@@ -201,18 +201,20 @@ describe('svc-hub dispatch', () => {
     const leader = dispatchers.find((d) => alive(d) && leads(d))!;
     expect(leader).not.toBe(standby);
     const fired = await fire(100);
-    // The leader has recorded and leased all 100 (its cursor passed them) and holds 8 attempts open.
+    // The leader has read all 100 (its cursor passed them), holds their batches leased and 8 attempts open.
     await consumerPassed(owner, 'webhooks', fired.at(-1)!, 15_000);
     await until('the leader to hold the endpoint', () => receiver.on('/backlog').length === 8);
     leader.child.kill('SIGKILL');
     await leader.exited;
     holdBacklog = false;
-    // The dead leader leased the rows as the events came, over a few seconds: the leases still
-    // running run out at once here (on a slow machine some ran out already), so that what follows
-    // measures the sweep, not how the leases were spread.
+    // The dead leader leased its batches (their rows not written yet: first attempts) and the rows
+    // it wrote as the events came, over a few seconds: the leases still running run out at once here
+    // (on a slow machine some ran out already), so that what follows measures the sweep, not how the
+    // leases were spread.
     await owner.query(
       `update hub.deliveries d set lease_until = now() from hub.integrations i where i.id = d.integration_id and i.name = 'backlog' and d.lease_until > now() and not d.succeeded`,
     );
+    await owner.query('update hub.delivery_batches set lease_until = now() where lease_until > now()');
     // The standby, or (this case run alone, with -t) the first dispatcher that never led: whichever
     // takes over drains the backlog.
     await until('a live dispatcher to lead', () => dispatchers.some((d) => d !== leader && alive(d) && leads(d)));

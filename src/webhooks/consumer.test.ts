@@ -8,7 +8,8 @@ import { loadCatalog } from '../events/catalog.js';
 import { EventWriter, type OutboxEvent } from '../events/outbox.js';
 import { Config } from '../config/config.js';
 import { WebhookConsumer } from './consumer.js';
-import { listForTenant, writeBack, writeBackMany } from './journal.js';
+import { Batches } from './batches.js';
+import { listForTenant, materialiseRows, writeBack, writeBackMany } from './journal.js';
 import { registerSecret } from '../observability/logger.js';
 import { createIntegration, integrationSubscriber, updateIntegration } from './integrations.js';
 import { CLOSED_REASON, type IntegrationPatch, RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
@@ -31,17 +32,37 @@ let t: MigratedDatabase;
 let receiver: Receiver;
 
 const submitted: Array<{ integrationId: number; deliveryId: number; token: string }> = [];
+/**
+ * The first attempts handed to the recording workers whose rows are not written yet (`writeClaims`
+ * writes them as a worker that leaves them leased would: `rowsOf` sees what the consumer matched).
+ */
+const unwritten: Claim[] = [];
+const recordingBatches = new Batches({ tenantId: undefined, query: (text, values) => t.db.worker.query(text, values as unknown[]) }, 60_000);
 const recording = {
-  submit: ({ integrationId }: AttemptTarget, deliveryId: number, token: string) => {
+  submit: ({ integrationId }: AttemptTarget, deliveryId: number, token: string, claim?: Claim) => {
     submitted.push({ integrationId, deliveryId, token });
+    if (claim?.batch) unwritten.push(claim);
     return true;
   },
   submitEach: async ({ integrationId }: AttemptTarget, claims: Claim[], token: string) => {
-    for (const { row } of claims) submitted.push({ integrationId, deliveryId: row.id, token });
+    for (const claim of claims) {
+      submitted.push({ integrationId, deliveryId: claim.row.id, token });
+      if (claim.batch) unwritten.push(claim);
+    }
     return claims.length;
   },
   stamp: () => ({ at: performance.now(), changes: 0 }),
+  batches: recordingBatches,
 } as unknown as DeliveryWorker;
+
+/** Writes the rows of the first attempts handed over (`unwritten`, or `claims`) leased under their batches' tokens, as the consumer recorded them before the worker wrote them whole. */
+async function writeClaims(claims: Claim[] = unwritten.splice(0)): Promise<void> {
+  const direct: Tx = { tenantId: undefined, query: (text, values) => t.db.worker.query(text, values as unknown[]) };
+  for (const claim of claims) {
+    await materialiseRows(direct, [claim.row], { token: claim.batch!.token, leaseMs: 60_000 }, null, []);
+    recordingBatches.settle(claim.batch!, 1, true);
+  }
+}
 
 const consumer = (worker: DeliveryWorker = recording, maxAttempts = 3) =>
   new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts, perIntegrationClaim: 2, sweepBatch: 100 });
@@ -58,6 +79,7 @@ afterAll(async () => {
 
 beforeEach(() => {
   submitted.length = 0;
+  unwritten.length = 0;
 });
 
 const emit = (tenant: number, orgId: number, type = 'org.updated') => t.db.withTenant(tenant, (tx) => writer.emit(tx, type, { orgId, tenantId: tenant }));
@@ -71,6 +93,7 @@ async function events(ids: number[]): Promise<OutboxEvent[]> {
 }
 
 async function rowsOf(integrationId: number) {
+  await writeClaims();
   const { rows } = await t.owner.query('select id, event_id, kind, attempts, lease_token, lease_until, closed_reason from hub.deliveries where integration_id = $1 order by id', [integrationId]);
   return rows as Array<{ id: number; event_id: number; kind: string; attempts: number; lease_token: string | null; lease_until: Date | null; closed_reason: string | null }>;
 }
@@ -84,6 +107,7 @@ async function emitBatch(n: number, from: number): Promise<OutboxEvent[]> {
 
 /** Rows of the batch's events left to the retry sweep (lease given back, never attempted) for one integration. */
 async function leftToSweep(batch: OutboxEvent[], integrationId: number): Promise<number> {
+  await writeClaims();
   const { rows } = await t.owner.query<{ n: number }>(
     'select count(*)::int as n from hub.deliveries where integration_id = $1 and event_id = any($2::bigint[]) and lease_token is null and attempts = 0',
     [integrationId, batch.map((e) => e.id)],
@@ -363,8 +387,43 @@ describe('the consumer', () => {
     const i = await integration(1, 'idempotent');
     const e = await emit(1, 5);
     expect(await consumer().handleBatch(await events([e]))).toBe(1);
+    // Read again while its first attempt's row is not written yet (its batch row held): not matched again.
     expect(await consumer().handleBatch(await events([e]))).toBe(0);
     expect((await rowsOf(i.id)).length).toBe(1);
+    // Read again once its row is written: not matched again.
+    expect(await consumer().handleBatch(await events([e]))).toBe(0);
+    expect((await rowsOf(i.id)).length).toBe(1);
+  });
+
+  it('two processes that both believed they led read the same batch at once: only the one whose statement moved the cursor sends it', async () => {
+    const i = await integration(1, 'two-leaders');
+    const batch = await events([await emit(1, 41), await emit(1, 42)]);
+    await t.owner.query(`insert into events.consumer_cursors (consumer) values ('webhooks-two-leaders')`);
+    const move = { consumer: 'webhooks-two-leaders', to: batch[1]!.position };
+    // The cursor row locked: both statements start (their snapshots see no batch of the other) and wait for it.
+    const locker = new pg.Client({ connectionString: t.ownerUrl });
+    await locker.connect();
+    try {
+      await locker.query('begin');
+      await locker.query(`select 1 from events.consumer_cursors where consumer = 'webhooks-two-leaders' for update`);
+      const both = Promise.all([consumer().handleBatch(batch, move), consumer().handleBatch(batch, move)]);
+      await until('both statements to wait for the cursor', async () => {
+        const { rows } = await t.owner.query<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and position('with batch as materialized' in query) > 0`,
+        );
+        return rows[0]!.n === 2;
+      });
+      await locker.query('commit');
+      // The other integrations of tenant 1 still enabled match too: one statement sent them all, the other nothing.
+      const [fewer, more] = (await both).sort((x, y) => x - y);
+      expect(fewer).toBe(0);
+      expect(more).toBeGreaterThanOrEqual(2);
+      expect(submitted.filter((x) => x.integrationId === i.id)).toHaveLength(2);
+    } finally {
+      await locker.end();
+    }
+    expect((await rowsOf(i.id)).map((r) => r.event_id)).toEqual(batch.map((e) => e.id));
+    await t.owner.query('update hub.integrations set enabled = false where id = $1', [i.id]);
   });
 
   it('records each body as the very text sent: quotes, backslashes, escapes, non-ASCII and spacing kept', async () => {
@@ -383,6 +442,7 @@ describe('the consumer', () => {
       submit: (_i: AttemptTarget, _d: number, _t: string, claim: Claim) => claims.push(claim) > 0,
     } as unknown as DeliveryWorker;
     await consumer(claiming).handleBatch(batch);
+    await writeClaims(claims);
     const { rows } = await t.owner.query<{ body: string }>('select body from hub.deliveries where integration_id = $1 order by id', [i.id]);
     expect(rows.map((r) => r.body)).toEqual(batch.map((e) => JSON.stringify(e.payload)));
     expect(claims.filter((c) => c.row.integration_id === i.id).map((c) => c.row.body)).toEqual(rows.map((r) => r.body));
@@ -501,6 +561,8 @@ describe('the consumer', () => {
     );
     const batch = await events(filled.map((r) => Number(r.id)));
     await consumer().handleBatch(batch);
+    // The rows as a retry finds them: written without an outcome (the update below is a retry's).
+    await writeClaims();
     const pages = async () => {
       const { rows } = await t.owner.query<{ id: number; page: string }>(
         `select id, (ctid::text::point)[0]::text as page from hub.deliveries where integration_id = $1 order by id`,
@@ -1155,11 +1217,14 @@ describe('the tenant cap (svc.webhook.concurrency-per-tenant)', () => {
       await until('tenant B\'s deliveries', async () => (await delivered(b.id)) === 10, 10_000);
       // Tenant A never held more than its cap; its other attempts wait queued, none counted.
       expect(await beforeMarker(hanging)).toHaveLength(CAP);
-      const { rows } = await t.owner.query<{ attempts: number; n: number }>(
-        'select attempts, count(*)::int as n from hub.deliveries where tenant_id = $1 group by attempts',
+      // Their rows are not written yet (first attempts: written with their outcome); their batch's row stands for them.
+      const { rows } = await t.owner.query<{ n: number }>(
+        `select (select count(*)::int from hub.deliveries where tenant_id = $1) + (select count(*)::int from hub.delivery_attempts where tenant_id = $1) as n`,
         [tenantA],
       );
-      expect(rows).toEqual([{ attempts: 0, n: 16 }]);
+      expect(rows).toEqual([{ n: 0 }]);
+      const held = await t.owner.query('select 1 from hub.delivery_batches where event_ids @> $1::bigint[]', [fromA]);
+      expect(held.rows).toHaveLength(1);
     } finally {
       await services.stop();
       await closeAll();

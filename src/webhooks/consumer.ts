@@ -6,7 +6,7 @@ import type { OutboxEvent } from '../events/outbox.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { matchesSql } from './integrations.js';
-import { type ClaimedRow, type IntegrationColumns, integrationColumns, RELEASE_LEASES_SQL, TENANT_ACTIVE_SQL } from './journal.js';
+import { batchMatchesSql, type ClaimedRow, DELIVERY_ID_SEQUENCE, type IntegrationColumns, integrationColumns, RELEASE_LEASES_SQL, TENANT_ACTIVE_SQL } from './journal.js';
 import { RETRIES_EXHAUSTED_REASON, TENANT_INACTIVE_REASON, TEST_INTERRUPTED_REASON } from './model.js';
 import type { Claim, DeliveryWorker } from './worker.js';
 
@@ -67,7 +67,7 @@ type Inserted = { id: number; tenant_id: number; integration_id: number };
  * drain allocates per delivery; the rest of a row (tenant, kind, event type, attempts) is the
  * event's, or the same for every row recorded.
  */
-type Recorded = IntegrationColumns & { ids: string; event_ids: string };
+type Recorded = IntegrationColumns & { ids: string; event_ids: string; batch_id: number };
 
 /** The numbers of a comma-separated list of decimal integers (`array_to_string` of ids), read without a string per element. */
 function idList(text: string): number[] {
@@ -113,6 +113,9 @@ function claimedRows(recorded: Recorded[], events: OutboxEvent[], bodies: string
  * start within one wait again; one whose attempts end that fast is waited for again by the next batch.
  */
 const QUEUE_WAIT_MS = 1_000;
+
+/** The consumer's batches whose lease ran out written out per transaction of the retry sweep (`expandBatches`). */
+const EXPAND_BATCHES = 20;
 
 /**
  * The retry sweep's claim (`claim` below): $1 max attempts, $2 rows per integration, $3 rows in all,
@@ -188,16 +191,19 @@ export class WebhookConsumer {
   constructor(private readonly o: WebhookConsumerOptions) {}
 
   /**
-   * A batch of outbox events: one delivery row per (event, active matching integration of the
-   * event's tenant) recorded under a lease, then the first attempts queued. Matching is against the
-   * real event type, at fire time: an integration matches only events written after it became
-   * active (not retroactive). Reading an event again (a crash before the cursor moved) records
-   * nothing twice. The one statement records the rows of the whole batch, leases them, and reads
-   * what their first attempts need (the row, and its integration's columns once per integration; the
-   * bodies are the ones sent): the worker sends them without
-   * reading again if they start soon (worker.ts, `Claim`). Given `cursor`, it also moves the
-   * consumer's cursor past the batch: the rows and the move commit together (a crash after it
-   * leaves the leased rows to the retry sweep, as a crash during the attempts does).
+   * A batch of outbox events: one delivery per (event, active matching integration of the event's
+   * tenant), its first attempt queued. Matching is against the real event type, at fire time: an
+   * integration matches only events written after it became active (not retroactive). The one
+   * statement matches the whole batch, reserves each delivery's id (the deliveries' identity),
+   * writes one row for the batch (hub.delivery_batches, leased) instead of a row per delivery, and
+   * reads what the first attempts need (their integration's columns once per integration; the
+   * bodies are the ones sent): the worker sends them without reading again if they start soon, and
+   * writes each delivery's row once, whole with its outcome (worker.ts, `Claim`). Given `cursor`,
+   * it also moves the consumer's cursor past the batch: the batch row and the move commit together
+   * (a crash after it leaves the batch to the retry sweep, which writes the rows of its deliveries
+   * once the batch's lease runs out). Reading an event again (a crash before the cursor moved)
+   * records and sends nothing twice: a match that has its row, or whose batch is still held, is
+   * left out, and given a cursor nothing is matched unless this statement moved it.
    */
   async handleBatch(events: OutboxEvent[], cursor?: CursorMove): Promise<number> {
     if (events.length === 0) return 0;
@@ -212,32 +218,40 @@ export class WebhookConsumer {
     const { rows: recorded } = await this.o.db.crossTenantQuery<Recorded>(
       'outbox:webhooks',
       `with batch as materialized (
-         select o.id, o.tenant_id, o.type, o.created_at, o.txid, e.body
-           from events.outbox o
-           join rows from (unnest($1::bigint[]), json_array_elements($2::json)) as e (id, body) on e.id = o.id
-          where o.id = any($1::bigint[])
-       ), inserted as (
-         insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token)
-         select b.tenant_id, i.id, 'event', b.id, b.type, b.body::text, now() + make_interval(secs => $3::double precision / 1000), $4
-           from batch b
-           join hub.integrations i on i.tenant_id = b.tenant_id and i.enabled and i.deleted_at is null and i.active_since <= b.created_at
-          where ${matchesSql('b.type')}
-          order by b.txid, b.id, i.id
-         on conflict (integration_id, event_id) where kind = 'event' do nothing
-         returning id, event_id, integration_id
+         select o.id, o.tenant_id, o.type, o.created_at, o.txid from events.outbox o where o.id = any($1::bigint[])
+       )${cursor ? `, moved as (${advanceSql(4)} returning 1)` : ''}, matched as materialized (
+         -- Each match's delivery id reserved, in event order. An event read again is not sent again:
+         -- not a match that has its row, nor one of a batch still held (its row not written yet);
+         -- given a cursor, nothing unless this statement moved it (two processes that both believed
+         -- they led read the same batch: the one whose move waited for the other's sends nothing).
+         select nextval(${DELIVERY_ID_SEQUENCE}) as id, m.event_id, m.integration_id
+           from (select b.id as event_id, i.id as integration_id
+                   from ${batchMatchesSql(matchesSql('b.type'))}
+                    -- A probe of deliveries_once per match (a scalar subquery: as not exists, the
+                    -- planner made it an anti join that read the integration's whole journal).
+                    and (select 1 from hub.deliveries d where d.integration_id = i.id and d.event_id = b.id and d.kind = 'event' limit 1) is null
+                    and b.id not in (select unnest(x.event_ids) from hub.delivery_batches x)
+                    ${cursor ? 'and exists (select 1 from moved)' : ''}
+                  order by b.txid, b.id, i.id) m
+       ), recorded as (
+         insert into hub.delivery_batches (event_ids, lease_until, lease_token)
+         select array(select distinct event_id from matched), now() + make_interval(secs => $2::double precision / 1000), $3
+          where exists (select 1 from matched)
+         returning id
        )
-       ${cursor ? `, moved as (${advanceSql(5)} returning 1)` : ''}
-       -- One row per integration of the rows recorded (read once, with its tenant's state), its rows'
+       -- One row per integration of the deliveries matched (read once, with its tenant's state), their
        -- ids and events in id order.
        select i.id as integration_id, i.target_url, i.auth_mode, i.secret_iv, i.secret_tag, i.secret_ciphertext, i.event_types, i.enabled,
-              i.deleted_at is not null as deleted, i.standard_webhooks, ${TENANT_ACTIVE_SQL}, d.ids, d.event_ids
+              i.deleted_at is not null as deleted, i.standard_webhooks, ${TENANT_ACTIVE_SQL}, d.ids, d.event_ids, (select id from recorded) as batch_id
          from (select integration_id, array_to_string(array_agg(id order by id), ',') as ids,
                       array_to_string(array_agg(event_id order by id), ',') as event_ids
-                 from inserted group by integration_id) d
+                 from matched group by integration_id) d
          join hub.integrations i on i.id = d.integration_id`,
-      [arrayLiteral(events.map((e) => e.id)), `[${bodies.join(',')}]`, this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
+      [arrayLiteral(events.map((e) => e.id)), this.o.leaseMs, token, ...(cursor ? advanceValues(cursor) : [])],
     );
     const rows = claimedRows(recorded, events, bodies);
+    // The batch row stands for these first attempts' rows until each is written (worker.ts, `Claim`).
+    const batch = rows.length > 0 ? this.o.worker.batches.hold(recorded[0]!.batch_id, token, rows.length) : undefined;
     // Every row whose integration's queue has room is queued at once; the rest wait for room in
     // their own integration's queue, in order, all integrations at the same time and QUEUE_WAIT_MS
     // for the whole batch at most: a slow endpoint (its queue full, room freed attempt by attempt)
@@ -245,7 +259,7 @@ export class WebhookConsumer {
     // its own pace row after row.
     const full = new Map<number, Claim[]>();
     for (const row of rows) {
-      const claim = { row, stamp };
+      const claim: Claim = { row, stamp, batch };
       if (!full.has(row.integration_id) && this.o.worker.submit({ tenantId: row.tenant_id, integrationId: row.integration_id }, row.id, token, claim)) continue;
       const lane = full.get(row.integration_id);
       if (lane) lane.push(claim);
@@ -258,8 +272,8 @@ export class WebhookConsumer {
     // This batch's waiting attempts are handed over while the loop reads and records the next batch;
     // that batch's own wait for room begins once this one's has ended (its QUEUE_WAIT_MS is its own,
     // not spent behind this batch's rows), and it returns only then, so one batch at most waits
-    // besides the queues. Its rows are leased: a crash meanwhile leaves them to the retry sweep, as
-    // for attempts queued.
+    // besides the queues. Its batch row is leased: a crash meanwhile leaves its deliveries to the
+    // retry sweep, as for attempts queued.
     const before = this.handingOver;
     const handover = full.size > 0 ? (before ?? Promise.resolve()).then(() => this.handOver(full, token)).catch((err) => this.handOverFailed(err)) : undefined;
     this.handingOver = handover;
@@ -276,26 +290,26 @@ export class WebhookConsumer {
     }
   }
 
-  /** The rows of full queues: queued as room frees (QUEUE_WAIT_MS in all), what finds none released for the sweep. */
+  /** The first attempts of full queues: queued as room frees (QUEUE_WAIT_MS in all), the rows of what finds none written for the sweep. */
   private async handOver(full: Map<number, Claim[]>, token: string): Promise<void> {
-    const deferred: number[] = [];
+    const deferred: Claim[] = [];
     await Promise.all(
       [...full.values()].map(async (lane) => {
         const { row } = lane[0]!;
         const queued = await this.o.worker.submitEach({ tenantId: row.tenant_id, integrationId: row.integration_id }, lane, token, this.o.queueWaitMs ?? QUEUE_WAIT_MS);
-        for (let k = queued; k < lane.length; k++) deferred.push(lane[k]!.row.id);
+        for (let k = queued; k < lane.length; k++) deferred.push(lane[k]!);
       }),
     );
     if (deferred.length > 0) {
-      // Their integrations do not keep up: free the rows for the next retry sweep at once.
-      await this.release('outbox:webhooks', deferred, token);
+      // Their integrations do not keep up: their rows written with no lease, for the next retry sweep at once.
+      await this.o.worker.materialise(deferred);
       logger().warn({ deferred: deferred.length }, `${deferred.length} first attempt(s) left to the retry sweep: their integrations' queues are full`);
     }
   }
 
-  /** A hand-over ahead whose leases could not be given back: they run out instead, then the sweep takes the rows. */
+  /** A hand-over ahead that failed: the rows it did not write are written by the retry sweep once their batch's lease runs out. */
   private handOverFailed(err: unknown): void {
-    logger().warn({ err: loggableMessage(err) }, 'first attempts left to the retry sweep could not be released; their leases run out instead');
+    logger().warn({ err: loggableMessage(err) }, 'first attempts left to the retry sweep could not be written; the sweep writes them once their batch\'s lease runs out');
   }
 
   /**
@@ -306,6 +320,7 @@ export class WebhookConsumer {
    * Returns how many rows it claimed.
    */
   async sweep(keepGoing: () => boolean = () => true): Promise<number> {
+    await this.expandBatches();
     await this.closeInterruptedTests();
     await this.closeOfInactiveTenants();
     await this.closeExhausted();
@@ -398,6 +413,51 @@ export class WebhookConsumer {
       roomy = true;
     }
     return roomy;
+  }
+
+  /**
+   * The consumer's batches whose lease ran out (their process died, or stopped with first attempts
+   * unwritten): the rows of every match of their events that has none are written as the consumer
+   * matches them, with no lease (this sweep claims them), and the batch rows go, in one transaction
+   * per EXPAND_BATCHES of them (`for update skip locked`: concurrent sweepers never take the same).
+   */
+  private async expandBatches(): Promise<void> {
+    for (;;) {
+      const expanded = await this.o.db.crossTenant('webhook-retry', async (tx) => {
+        const { rows: batches } = await tx.query<{ id: number }>(
+          `select id from hub.delivery_batches where lease_until < now() order by id limit ${EXPAND_BATCHES} for update skip locked`,
+        );
+        if (batches.length === 0) return 0;
+        const ids = batches.map((b) => b.id);
+        // The bodies as the consumer sends them: the payload as the outbox read gives it, serialised here.
+        const { rows: events } = await tx.query<{ id: number; payload: Record<string, unknown> }>(
+          'select o.id, o.payload from events.outbox o where o.id in (select unnest(b.event_ids) from hub.delivery_batches b where b.id = any($1::bigint[]))',
+          [ids],
+        );
+        let written = 0;
+        if (events.length > 0) {
+          const { rowCount } = await tx.query(
+            `with batch as materialized (
+               select o.id, o.tenant_id, o.type, o.created_at, o.txid, e.body
+                 from events.outbox o
+                 join rows from (unnest($1::bigint[]), json_array_elements($2::json)) as e (id, body) on e.id = o.id
+                where o.id = any($1::bigint[])
+             )
+             insert into hub.deliveries (tenant_id, integration_id, kind, event_id, event_type, body)
+             select b.tenant_id, i.id, 'event', b.id, b.type, b.body::text
+               from ${batchMatchesSql(matchesSql('b.type'))}
+              order by b.txid, b.id, i.id
+             on conflict (integration_id, event_id) where kind = 'event' do nothing`,
+            [arrayLiteral(events.map((e) => e.id)), `[${events.map((e) => JSON.stringify(e.payload)).join(',')}]`],
+          );
+          written = rowCount ?? 0;
+        }
+        await tx.query('delete from hub.delivery_batches where id = any($1::bigint[])', [ids]);
+        if (written > 0) logger().info({ batches: ids.length, written }, 'webhook retry sweep: wrote the deliveries of batches whose process stopped before writing them');
+        return batches.length;
+      });
+      if (expanded < EXPAND_BATCHES) return;
+    }
   }
 
   /**

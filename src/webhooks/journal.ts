@@ -374,16 +374,23 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[], answer = true, 
     [
       arrayLiteral(outcomes.map((o) => o.id)),
       arrayLiteral(outcomes.map((o) => o.token)),
-      arrayLiteral(outcomes.map((o) => o.outcome.ok)),
-      arrayLiteral(outcomes.map((o) => o.outcome.httpStatus)),
-      arrayLiteral(outcomes.map((o) => storable(o.outcome.responseBody))),
-      arrayLiteral(outcomes.map((o) => storableError(o.outcome.error))),
-      arrayLiteral(outcomes.map((o) => o.outcome.durationMs)),
-      arrayLiteral(outcomes.map((o) => o.outcome.attemptedAt.toISOString())),
+      ...outcomeArrays(outcomes),
       outcomeId,
     ],
   );
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
+}
+
+/** The outcome columns of a batch of outcomes as array literals (src/db/array-literal.ts): ok, status, body, error, duration, time. */
+function outcomeArrays(outcomes: ReadonlyArray<{ outcome: AttemptOutcome }>): string[] {
+  return [
+    arrayLiteral(outcomes.map((o) => o.outcome.ok)),
+    arrayLiteral(outcomes.map((o) => o.outcome.httpStatus)),
+    arrayLiteral(outcomes.map((o) => storable(o.outcome.responseBody))),
+    arrayLiteral(outcomes.map((o) => storableError(o.outcome.error))),
+    arrayLiteral(outcomes.map((o) => o.outcome.durationMs)),
+    arrayLiteral(outcomes.map((o) => o.outcome.attemptedAt.toISOString())),
+  ];
 }
 
 /**
@@ -399,4 +406,137 @@ function storableError(text: string | null): string | null {
 /** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead (storableText). */
 function storable(text: string | null): string | null {
   return text === null ? null : storableText(text);
+}
+
+/**
+ * The consumer's matching of a batch's events (`batch`: id, tenant_id, type, created_at, txid) with
+ * the integrations they go to: active integrations of the event's tenant, made active before the
+ * event was written (not retroactive), whose event types match. Shared by the webhook consumer and
+ * the retry sweep's expansion of a batch whose process died (`expandBatches`).
+ */
+export function batchMatchesSql(matches: string): string {
+  return `batch b
+           join hub.integrations i on i.tenant_id = b.tenant_id and i.enabled and i.deleted_at is null and i.active_since <= b.created_at
+          where ${matches}`;
+}
+
+/** The deliveries' identity: the consumer reserves the ids of a batch's deliveries (`nextval`), written later under them. */
+export const DELIVERY_ID_SEQUENCE = `pg_get_serial_sequence('hub.deliveries', 'id')`;
+
+/**
+ * A batch of the webhook consumer held by this process (hub.delivery_batches): its first attempts
+ * whose rows are not written yet (`left`), and whether all of them will be written by this process
+ * (`kept`: one of them was not, a stop or a failure; its row stays for the retry sweep's expansion
+ * once its lease runs out).
+ */
+export interface HeldBatch {
+  id: number;
+  token: string;
+  left: number;
+  kept: boolean;
+  /** Its lease's renewal (half a lease after it began, again every half lease), while rows are left. */
+  timer: NodeJS.Timeout | undefined;
+}
+
+/** One first attempt's outcome to write as its whole row (`writeFirstMany`). */
+export interface FirstOutcome {
+  row: ClaimedRow;
+  outcome: AttemptOutcome;
+}
+
+/**
+ * Writes the rows of first attempts made on Claims (their rows not written yet: the consumer only
+ * reserved their ids), each whole with its outcome (one attempt, no lease), and each attempt in
+ * the journal, in one statement; deletes the batch rows `doneBatches` in the same statement (their
+ * last rows). An event's row that exists already (written by the retry sweep's expansion of the
+ * batch, its lease run out meanwhile) gets the outcome as `writeBackMany` writes one, the attempt
+ * counted; one marked with `outcomeId` (`writeBackAgain`) is skipped. Returns the attempt number of
+ * each row written by its reserved id (with `answer`).
+ */
+export async function writeFirstMany(tx: Tx, outcomes: FirstOutcome[], doneBatches: number[], answer = true, outcomeId: string = randomUUID()): Promise<Map<number, number>> {
+  if (outcomes.length === 0) return new Map();
+  const { rows } = await tx.query<{ delivery_id: number; attempt: number }>(
+    `with v as (
+       select * from unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::boolean[], $8::integer[], $9::text[], $10::text[], $11::integer[], $12::timestamptz[])
+         as v (id, tenant_id, integration_id, event_id, event_type, body, ok, http_status, response_body, error, duration_ms, attempted_at)
+     ), row as (
+       insert into hub.deliveries as d (id, tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded, http_status, response_body, error, duration_ms, attempted_at)
+       overriding system value
+       select id, tenant_id, integration_id, 'event', event_id, event_type, body, 1, ok, http_status, response_body, error, duration_ms, attempted_at from v
+       on conflict (integration_id, event_id) where kind = 'event' do update set attempts = d.attempts + 1, succeeded = d.succeeded or excluded.succeeded,
+              http_status = case when d.attempted_at > excluded.attempted_at then d.http_status else excluded.http_status end,
+              response_body = case when d.attempted_at > excluded.attempted_at then d.response_body else excluded.response_body end,
+              error = case when d.attempted_at > excluded.attempted_at then d.error else excluded.error end,
+              duration_ms = case when d.attempted_at > excluded.attempted_at then d.duration_ms else excluded.duration_ms end,
+              attempted_at = greatest(d.attempted_at, excluded.attempted_at)
+        where d.outcome_written_again is distinct from $13::uuid
+       returning d.id, d.attempts, d.tenant_id, d.integration_id, d.event_id, d.http_status, d.response_body, d.error, d.duration_ms, d.attempted_at,
+                 d.xmax = 0 as inserted
+     )${doneBatches.length > 0 ? ', gone as (delete from hub.delivery_batches where id = any($14::bigint[]))' : ''}
+     insert into hub.delivery_attempts (delivery_id, attempt, tenant_id, http_status, response_body, error, duration_ms, attempted_at, outcome_id)
+     -- A row inserted holds its outcome; one updated (it existed) may hold a later attempt's: its outcome from v.
+     select id, attempts, tenant_id, http_status, response_body, error, duration_ms, attempted_at, $13::uuid from row where inserted
+     union all
+     select r.id, r.attempts, r.tenant_id, v.http_status, v.response_body, v.error, v.duration_ms, v.attempted_at, $13::uuid
+       from row r join v on v.integration_id = r.integration_id and v.event_id = r.event_id where not r.inserted
+     ${answer ? 'returning delivery_id, attempt' : ''}`,
+    [
+      arrayLiteral(outcomes.map((o) => o.row.id)),
+      arrayLiteral(outcomes.map((o) => o.row.tenant_id)),
+      arrayLiteral(outcomes.map((o) => o.row.integration_id)),
+      arrayLiteral(outcomes.map((o) => o.row.event_id)),
+      arrayLiteral(outcomes.map((o) => o.row.event_type)),
+      arrayLiteral(outcomes.map((o) => o.row.body)),
+      ...outcomeArrays(outcomes),
+      outcomeId,
+      ...(doneBatches.length > 0 ? [arrayLiteral(doneBatches)] : []),
+    ],
+  );
+  return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
+}
+
+/**
+ * Writes the rows of first attempts made on Claims that will not get their outcome from this
+ * attempt (left to the retry sweep, refused, stopped, too old to send on the Claim's read), as
+ * the consumer recorded rows before: no attempt, leased under `lease` (the attempt goes on with the
+ * row) or not (the retry sweep claims it), or closed with `closedReason`. A row that exists already
+ * is left as it is. Deletes the batch rows `doneBatches` in the same statement.
+ */
+export async function materialiseRows(
+  tx: Tx,
+  rows: readonly ClaimedRow[],
+  lease: { token: string; leaseMs: number } | undefined,
+  closedReason: string | null,
+  doneBatches: readonly number[],
+): Promise<void> {
+  if (rows.length === 0 && doneBatches.length === 0) return;
+  await tx.query(
+    `with v as (
+       select * from unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[])
+         as v (id, tenant_id, integration_id, event_id, event_type, body)
+     ), gone as (delete from hub.delivery_batches where id = any($10::bigint[]))
+     insert into hub.deliveries (id, tenant_id, integration_id, kind, event_id, event_type, body, lease_until, lease_token, closed_reason)
+     overriding system value
+     select id, tenant_id, integration_id, 'event', event_id, event_type, body,
+            case when $7::uuid is null then null else now() + make_interval(secs => $8::double precision / 1000) end, $7::uuid, $9::text
+       from v
+     on conflict (integration_id, event_id) where kind = 'event' do nothing`,
+    [
+      arrayLiteral(rows.map((r) => r.id)),
+      arrayLiteral(rows.map((r) => r.tenant_id)),
+      arrayLiteral(rows.map((r) => r.integration_id)),
+      arrayLiteral(rows.map((r) => r.event_id)),
+      arrayLiteral(rows.map((r) => r.event_type)),
+      arrayLiteral(rows.map((r) => r.body)),
+      lease?.token ?? null,
+      lease?.leaseMs ?? 0,
+      closedReason,
+      arrayLiteral(doneBatches),
+    ],
+  );
+}
+
+/** Renews the lease of a batch row this process holds (its token); nothing when it is gone. */
+export async function renewBatchLease(tx: Tx, id: number, token: string, leaseMs: number): Promise<void> {
+  await tx.query('update hub.delivery_batches set lease_until = now() + make_interval(secs => $3::double precision / 1000) where id = $1 and lease_token = $2', [id, token, leaseMs]);
 }

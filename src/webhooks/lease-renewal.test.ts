@@ -98,7 +98,7 @@ describe('an attempt longer than half its lease', () => {
     try {
       expect(await sweep.sweep()).toBe(1);
       expect(await sweepDuringAttempt('retried')).toEqual([]);
-      await until('the outcome written', async () => (await rowOf(i.id)).attempts === 1);
+      await until('the outcome written', async () => (await rowOf(i.id))?.attempts === 1);
       expect(await rowOf(i.id)).toMatchObject({ id, attempts: 1, succeeded: true, lease_token: null });
       expect(receiver.on('/retried').length).toBe(1);
     } finally {
@@ -116,7 +116,7 @@ describe('an attempt longer than half its lease', () => {
     try {
       expect(await consumer.handleBatch(events)).toBe(1);
       expect(await sweepDuringAttempt('first')).toEqual([]);
-      await until('the outcome written', async () => (await rowOf(i.id)).attempts === 1);
+      await until('the outcome written', async () => (await rowOf(i.id))?.attempts === 1);
       expect(await rowOf(i.id)).toMatchObject({ attempts: 1, succeeded: true, lease_token: null });
       expect(receiver.on('/first').length).toBe(1);
     } finally {
@@ -142,7 +142,7 @@ describe('an outcome waiting to be written', () => {
       expect(await sweepDuringAttempt('slow-outcome')).toEqual([]);
       expect((await rowOf(i.id)).attempts).toBe(0);
       await locker.query('commit');
-      await until('the outcome written', async () => (await rowOf(i.id)).attempts === 1);
+      await until('the outcome written', async () => (await rowOf(i.id))?.attempts === 1);
       expect(await rowOf(i.id)).toMatchObject({ id, attempts: 1, succeeded: true, lease_token: null });
       expect(receiver.on('/slow-outcome').length).toBe(1);
     } finally {

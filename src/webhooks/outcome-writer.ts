@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { Tx } from '../db/database.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
-import { type Outcome, renewLeases, writeBackAgain, writeBackMany } from './journal.js';
+import type { Batches } from './batches.js';
+import { type ClaimedRow, type HeldBatch, materialiseRows, type Outcome, renewLeases, writeBackAgain, writeBackMany, writeFirstMany } from './journal.js';
 import type { AttemptOutcome } from './model.js';
 
 /**
@@ -48,15 +49,23 @@ interface OutcomeWriterOptions {
   maxPending: number;
   /** The lease a waiting outcome's row holds (renewed every half of it while the outcome waits); none: no renewal. */
   leaseMs?: number;
+  /** The consumer's batches held (`addFirst`'s outcomes are theirs); needed for `addFirst` only. */
+  batches?: Batches;
 }
 
 interface Pending extends Outcome {
-  /** When the row's lease began at the latest (performance.now(), taken before the statement that set it). */
+  /** When the row's lease began at the latest (performance.now(), taken before the statement that set it); a first outcome's never runs out (its batch's lease is renewed). */
   leasedAt: number;
+  /** A first attempt's outcome (`addFirst`): its row, written whole, and the batch it is of. */
+  first: ClaimedRow | undefined;
+  batch: HeldBatch | undefined;
   /** None: nobody waits for the attempt number (the statement need not return it). */
   resolve: ((attempt: number | undefined) => void) | undefined;
   reject(err: unknown): void;
 }
+
+/** A first outcome's failure is its batch's (`settle`, not written): nobody else is told. */
+function NO_REJECT(): void {}
 
 export class OutcomeWriter {
   private pending: Pending[] = [];
@@ -94,7 +103,21 @@ export class OutcomeWriter {
     reject: (err: unknown) => void,
     leasedAt = performance.now(),
   ): void {
-    this.pending.push({ id, token, outcome, leasedAt, resolve, reject });
+    this.pending.push({ id, token, outcome, leasedAt, first: undefined, batch: undefined, resolve, reject });
+    this.added(leasedAt);
+  }
+
+  /**
+   * The outcome of a first attempt made on a Claim whose row is not written yet (`batch` holds it):
+   * written as the whole row with its outcome (journal.ts `writeFirstMany`). Its lease is the
+   * batch's (renewed by `Batches`); one that cannot be written leaves its batch row to the sweep.
+   */
+  addFirst(row: ClaimedRow, batch: HeldBatch, outcome: AttemptOutcome): void {
+    this.pending.push({ id: row.id, token: batch.token, outcome, leasedAt: Number.POSITIVE_INFINITY, first: row, batch, resolve: undefined, reject: NO_REJECT });
+    this.added(Number.POSITIVE_INFINITY);
+  }
+
+  private added(leasedAt: number): void {
     // The renewal armed for the first lease due: an outcome whose lease is due before re-arms it.
     if (this.o.leaseMs !== undefined && leasedAt + this.o.leaseMs / 2 < this.leaseDue) this.watchLeases();
     if (this.pending.length >= this.o.maxBatch) this.kick();
@@ -177,8 +200,24 @@ export class OutcomeWriter {
     this.pending = rest;
     this.writing = batch;
     this.wakeRoom();
-    // The batch's outcomes are written under one id, and written again under it (writeBackMany).
-    const outcomeId = randomUUID();
+    try {
+      // Every outcome of the batch's statements under one id, and written again under it (writeBackMany, writeFirstMany).
+      const outcomeId = randomUUID();
+      let updates = batch;
+      let firsts: Pending[] | undefined;
+      if (batch.some((p) => p.first !== undefined)) {
+        updates = batch.filter((p) => p.first === undefined);
+        firsts = batch.filter((p) => p.first !== undefined);
+      }
+      if (updates.length > 0) await this.writeUpdates(updates, outcomeId);
+      if (firsts) await this.writeFirsts(firsts, outcomeId);
+    } finally {
+      this.writing = [];
+    }
+  }
+
+  /** Outcomes of rows written already (`writeBackMany`), and again one by one if their statement fails. */
+  private async writeUpdates(batch: Pending[], outcomeId: string): Promise<void> {
     try {
       const attempts = await writeBackMany(this.o.tx, batch, batch.some((p) => p.resolve !== undefined), outcomeId);
       for (const p of batch) p.resolve?.(attempts.get(p.id));
@@ -200,8 +239,42 @@ export class OutcomeWriter {
           }
         }),
       );
-    } finally {
-      this.writing = [];
+    }
+  }
+
+  /**
+   * First attempts' outcomes, each row written whole (`writeFirstMany`), the batch rows whose last
+   * rows they are deleted in the same statement. If it fails, each row is written as the consumer
+   * recorded rows before (leased, no attempt) and its outcome as `writeBackAgain` writes one (the
+   * failed statement may have committed, or may commit later); one that fails again leaves its
+   * batch row to the retry sweep.
+   */
+  private async writeFirsts(batch: Pending[], outcomeId: string): Promise<void> {
+    const batches = this.o.batches!;
+    // Each batch's outcomes in this statement (one map per statement, a handful of batches).
+    const counts = new Map<HeldBatch, number>();
+    for (const p of batch) counts.set(p.batch!, (counts.get(p.batch!) ?? 0) + 1);
+    const done: number[] = [];
+    for (const [held, n] of counts) if (batches.closesWith(held, n)) done.push(held.id);
+    const outcomes = batch.map((p) => ({ row: p.first!, outcome: p.outcome }));
+    try {
+      await writeFirstMany(this.o.tx, outcomes, done, false, outcomeId);
+      for (const [held, n] of counts) batches.settle(held, n, true, done.includes(held.id));
+    } catch (err) {
+      logger().warn({ err, outcomes: batch.length }, 'writing first delivery outcomes failed; writing them one by one');
+      await Promise.all(
+        batch.map(async (p) => {
+          let written = false;
+          try {
+            await materialiseRows(this.o.tx, [p.first!], { token: p.token, leaseMs: this.o.leaseMs ?? 60_000 }, null, []);
+            await writeBackAgain(this.o.tx, p.id, p.token, p.outcome, outcomeId);
+            written = true;
+          } catch (e) {
+            logger().error({ err: e, deliveryId: p.id }, 'writing a first delivery outcome failed; the retry sweep writes its row after its batch\'s lease');
+          }
+          batches.settle(p.batch!, 1, written);
+        }),
+      );
     }
   }
 

@@ -75,7 +75,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     name: WEBHOOK_CONSUMER,
     every: config.duration('svc.webhook.sweep-every'),
     batch: CONSUMER_BATCH,
-    // The statement that records and leases the batch's deliveries also moves the cursor past it.
+    // The statement that matches the batch and records its batch row also moves the cursor past it.
     handleBatch: async (events, cursor) => {
       await consumer.handleBatch(events, cursor);
       return true;

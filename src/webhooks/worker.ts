@@ -4,7 +4,8 @@ import { patternsMatch } from '../events/subscribers.js';
 import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { type Keys, UnsealError } from '../platform/secrets/crypto.js';
-import { type ClaimedRow, closeRow, type IntegrationColumns, integrationColumns, readIntegration, renewLease, takeLease } from './journal.js';
+import { Batches } from './batches.js';
+import { type ClaimedRow, closeRow, type HeldBatch, type IntegrationColumns, integrationColumns, materialiseRows, readIntegration, renewLease, takeLease } from './journal.js';
 import { type AttemptOutcome, CLOSED_REASON, TENANT_INACTIVE_REASON } from './model.js';
 import { OutcomeWriter } from './outcome-writer.js';
 import type { Job, SlotPool } from '../concurrency/slot-pool.js';
@@ -23,10 +24,17 @@ import { deliveryRequest } from './signing.js';
  * A worker that dies mid-attempt, or before the outcome was written, writes nothing back: its lease
  * runs out and the retry sweep claims the row again.
  *
- * A first attempt queued by the webhook consumer comes with a `Claim`: the statement that recorded
- * its row also leased it and read its integration. It does not renew the lease while the Claim is
- * younger than a quarter of the lease (the attempt, connect and exchange timeouts included, ends well
- * inside the lease), and it takes its integration from the newest read this worker has of it: the
+ * A first attempt queued by the webhook consumer comes with a `Claim`: the statement that matched
+ * it reserved its row's id, leased its batch (hub.delivery_batches) and read its integration. Its
+ * row is written once, after the attempt, whole with its outcome (OutcomeWriter `addFirst`: no
+ * update of the row); an attempt that will not send on the Claim (too old, below; left to the sweep;
+ * dropped by a stop; a row to close) writes it as the consumer recorded rows before
+ * (`materialise`), and one whose outcome is not written (a stop, a failure) leaves the batch row
+ * for the retry sweep, which writes the rows still missing once the batch's lease runs out (the
+ * batch's lease is renewed every half lease while this process holds the batch: `Batches`). It
+ * does not renew the lease while the Claim is younger than a quarter of the lease (the attempt,
+ * connect and exchange timeouts included, ends well inside the lease: older, its row is written
+ * leased and the attempt goes on as a retry's), and it takes its integration from the newest read this worker has of it: the
  * Claim's, or a read again (one statement per integration, shared by the attempts starting
  * meanwhile) once that is `freshMs` old or an integration was changed through this process since.
  * So a change made through this process stops queued first attempts at once, one made elsewhere
@@ -56,6 +64,12 @@ export interface Claim {
   row: ClaimedRow;
   /** `DeliveryWorker.stamp()` taken before that statement started. */
   stamp: ClaimStamp;
+  /**
+   * The consumer's batch whose row stands for this first attempt's (hub.delivery_batches): the row
+   * is not written yet, only its id reserved; the attempt's outcome writes it whole, or it is
+   * materialised (`materialise`). None: the row exists, leased under the Claim's token.
+   */
+  batch?: HeldBatch;
 }
 
 /** Whose attempt: its integration (the pool's lane) and that integration's tenant (the lane's group, `svc.webhook.concurrency-per-tenant`). */
@@ -105,6 +119,8 @@ interface PooledSend {
   done: () => void;
   /** The request was handed to the sender (an answer before that came at once: no request made). */
   dispatched: boolean;
+  /** A Claim's batch, its row not written yet (the outcome writes it whole). */
+  batch: HeldBatch | undefined;
 }
 
 /** What an attempt does with its row: close it (and log why), record a fault without sending, or send these headers. */
@@ -147,8 +163,13 @@ export class DeliveryWorker {
   /** The pool's attempts under way (`run`, pooled), and who waits for there to be none (stop()). */
   private pooledRuns = 0;
   private pooledIdle: { promise: Promise<void>; resolve: () => void } | undefined;
-  /** Attempts queued in the pool and not started: delivery id → lease token (released on stop). */
-  private readonly queued = new Map<number, string>();
+  /**
+   * Attempts queued in the pool and not started: delivery id → lease token (released on stop), or
+   * the Claim of a first attempt whose row is not written yet (materialised on stop).
+   */
+  private readonly queued = new Map<number, string | Claim>();
+  /** The consumer's batches this process holds. */
+  readonly batches: Batches;
 
   /**
    * Single statements in autocommit as the worker role: each step of an attempt is one statement
@@ -168,7 +189,9 @@ export class DeliveryWorker {
     // Every attempt in flight listens on it (up to svc.webhook.concurrency): not a leak.
     setMaxListeners(0, this.abort.signal);
     this.freshMs = o.freshMs ?? Math.min(FRESH_MS, o.leaseMs / 4);
+    this.batches = new Batches(this.direct, o.leaseMs);
     this.outcomes = new OutcomeWriter({
+      batches: this.batches,
       tx: this.direct,
       delayMs: o.outcomes?.delayMs ?? OUTCOME_DELAY_MS,
       maxBatch: o.outcomes?.maxBatch ?? OUTCOME_BATCH,
@@ -180,7 +203,7 @@ export class DeliveryWorker {
     });
   }
 
-  /** Take before the statement that records and leases rows whose Claims go to `submit`. */
+  /** Take before the statement that matches the events whose Claims go to `submit`. */
   stamp(): ClaimStamp {
     return { at: performance.now(), changes: this.changes };
   }
@@ -200,7 +223,7 @@ export class DeliveryWorker {
     if (this.stopping) return false;
     const job = this.job(deliveryId, token, claim);
     // Noted before the offer: the pool may start the job at once, which forgets it again.
-    this.queued.set(deliveryId, token);
+    this.queued.set(deliveryId, claim?.batch ? claim : token);
     const taken = this.o.pool.offer(target.integrationId, onDone ? withEnd(job, onDone) : job, target.tenantId);
     if (!taken) this.queued.delete(deliveryId);
     return taken;
@@ -227,7 +250,7 @@ export class DeliveryWorker {
       if (this.stopping) return undefined;
       const claim = claims[index]!;
       // Noted before the offer, as in `submit`.
-      this.queued.set(claim.row.id, token);
+      this.queued.set(claim.row.id, claim.batch ? claim : token);
       return this.job(claim.row.id, token, claim);
     };
     return this.o.pool.offerEach(target.integrationId, claims.length, make, waitMs, target.tenantId);
@@ -244,7 +267,8 @@ export class DeliveryWorker {
       if (this.stopping) return NOTHING;
       // Forgotten only if the entry is this attempt's: the row may have been queued again meanwhile
       // under a newer lease (a later sweep's claim), whose lease a stop must still give back.
-      if (this.queued.get(deliveryId) === token) this.queued.delete(deliveryId);
+      const queued = this.queued.get(deliveryId);
+      if (queued === token || (queued === claim && claim !== undefined)) this.queued.delete(deliveryId);
       return this.pooledAttempt(deliveryId, token, claim, done);
     };
   }
@@ -264,16 +288,18 @@ export class DeliveryWorker {
       row = claimed;
       step = this.prepare(row, id);
     } catch (err) {
-      this.runFailed(err, id);
+      this.runFailed(err, id, claim?.batch);
       return NOTHING;
     }
     if (!('headers' in step)) return this.run(id, token, claim, true, row);
     this.pooledRuns++;
     // Its state in one object and its steps methods, not closures made per attempt: the source
     // checkout's transform (tsx) names every closure assigned to a name with a property definition.
-    const sending: PooledSend = { row, id, token, leasedAt: claim!.stamp.at, keeper: undefined, done, dispatched: false };
-    // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
-    sending.keeper = this.keepLease(id, token, sending.leasedAt);
+    const batch = claim!.batch;
+    const sending: PooledSend = { row, id, token, leasedAt: claim!.stamp.at, keeper: undefined, done, dispatched: false, batch };
+    // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of
+    // 60); a row not written yet has its batch's lease, which its batch renews.
+    if (!batch) sending.keeper = this.keepLease(id, token, sending.leasedAt);
     this.o.sender.sendThen(
       row.target_url,
       step.headers,
@@ -289,15 +315,18 @@ export class DeliveryWorker {
   /** The answer (or failure) of a `pooledAttempt`'s request: the outcome to the writer, then the job's end. */
   private answered(sending: PooledSend, outcome: AttemptOutcome): void {
     let room: Promise<void> | undefined;
+    let settled = false;
     try {
       if (sending.keeper) sending.leasedAt = sending.keeper.stop();
       // Stopping: the lease brings the row back to a live process; record nothing (as `run`).
-      if (!this.lostToStop(outcome, sending.row)) {
-        this.record(sending.row, sending.id, sending.token, outcome, sending.leasedAt, true);
+      if (this.lostToStop(outcome, sending.row, sending.batch)) settled = true;
+      else {
+        settled = true;
+        this.record(sending.row, sending.id, sending.token, outcome, sending.leasedAt, true, sending.batch);
         room = this.outcomes.room();
       }
     } catch (err) {
-      this.runFailed(err, sending.id);
+      this.runFailed(err, sending.id, settled ? undefined : sending.batch);
     }
     // The job ends here: it waits while the writer is full (backpressure on the attempts). An
     // outcome that came before any request went (a bad URL) ends it on a later turn: the pool
@@ -406,6 +435,9 @@ export class DeliveryWorker {
     claimed?: ClaimedRow | Promise<ClaimedRow | undefined>,
   ): Promise<{ result: AttemptResult; written?: Promise<number | undefined> }> {
     if (pooled) this.pooledRuns++;
+    // A Claim's first attempt whose row is not written yet (its batch's): settled once its row is
+    // written or handed to the writer (then `batch` is undefined), or on failure (`runFailed`).
+    let batch = claim?.row.id === id ? claim.batch : undefined;
     try {
       let row = claimed instanceof Promise ? await claimed : claimed;
       // When the lease this attempt holds began, at the latest: the Claim's statement, or the renewal here.
@@ -413,25 +445,44 @@ export class DeliveryWorker {
       if (row) leasedAt = claim!.stamp.at;
       else {
         leasedAt = performance.now();
+        if (batch) {
+          // Too old to send on the Claim's read (or its integration gone): its row is written,
+          // leased, and the attempt goes on as one of a row's.
+          const last = this.batches.closesWith(batch, 1);
+          await materialiseRows(this.direct, [claim!.row], { token, leaseMs: this.o.leaseMs }, null, last ? [batch.id] : []);
+          this.batches.settle(batch, 1, true, last);
+          batch = undefined;
+        }
         row = await takeLease(this.direct, id, token, this.o.leaseMs);
       }
       if (!row) return LOST;
       const step = this.prepare(row, id);
       if ('close' in step) {
-        await closeRow(this.direct, id, token, step.close);
+        if (batch) {
+          const last = this.batches.closesWith(batch, 1);
+          await materialiseRows(this.direct, [row], undefined, step.close, last ? [batch.id] : []);
+          this.batches.settle(batch, 1, true, last);
+          batch = undefined;
+        } else await closeRow(this.direct, id, token, step.close);
         attemptLog(row, id).info(step.why);
         return { result: { kind: 'closed' } };
       }
       let outcome: AttemptOutcome;
       if ('fault' in step) outcome = step.fault;
       else {
-        // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s of 60).
-        const keeper = this.keepLease(id, token, leasedAt);
+        // An exchange that may outlast half the lease renews it meanwhile (none with the defaults: 15 s
+        // of 60); a row not written yet has its batch's lease, which its batch renews.
+        const keeper = batch ? undefined : this.keepLease(id, token, leasedAt);
         outcome = await this.o.sender.send(row.target_url, step.headers, row.body, this.abort.signal, step.secret ? [step.secret] : []);
         if (keeper) leasedAt = keeper.stop();
-        if (this.lostToStop(outcome, row)) return LOST;
+        if (this.lostToStop(outcome, row, batch)) {
+          batch = undefined;
+          return LOST;
+        }
       }
-      const written = this.record(row, id, token, outcome, leasedAt, pooled);
+      const first = batch;
+      batch = undefined;
+      const written = this.record(row, id, token, outcome, leasedAt, pooled, first);
       if (pooled) {
         // The pool's job ends here: it waits while the writer is full (backpressure on the attempts).
         const room = this.outcomes.room();
@@ -440,7 +491,7 @@ export class DeliveryWorker {
       return { result: { kind: 'attempted', outcome, attempts: row.attempts + 1 }, written };
     } catch (err) {
       if (!pooled) throw err;
-      this.runFailed(err, id);
+      this.runFailed(err, id, batch);
       return LOST;
     } finally {
       if (pooled) this.pooledEnded();
@@ -482,8 +533,11 @@ export class DeliveryWorker {
    * process, so nothing is recorded. Except a test, which is never retried: its attempt is recorded
    * as it ended (`aborted: the process is stopping`).
    */
-  private lostToStop(outcome: AttemptOutcome, row: ClaimedRow): boolean {
-    return this.stopping && !outcome.ok && outcome.httpStatus === null && row.kind !== 'test';
+  private lostToStop(outcome: AttemptOutcome, row: ClaimedRow, batch?: HeldBatch): boolean {
+    if (!this.stopping || outcome.ok || outcome.httpStatus !== null || row.kind === 'test') return false;
+    // A row not written yet: its batch row stays, and the retry sweep writes the row once its lease runs out.
+    if (batch) this.batches.settle(batch, 1, false);
+    return true;
   }
 
   /**
@@ -491,9 +545,10 @@ export class DeliveryWorker {
    * returned) and logs it. The writer keeps the lease from `leasedAt` (renewed at half of it) until
    * the outcome is written.
    */
-  private record(row: ClaimedRow, id: number, token: string, outcome: AttemptOutcome, leasedAt: number, pooled: boolean): Promise<number | undefined> | undefined {
+  private record(row: ClaimedRow, id: number, token: string, outcome: AttemptOutcome, leasedAt: number, pooled: boolean, batch?: HeldBatch): Promise<number | undefined> | undefined {
     let written: Promise<number | undefined> | undefined;
-    if (pooled) this.outcomes.add(id, token, outcome, undefined, (err) => this.writeFailed(err, id), leasedAt);
+    if (batch) this.outcomes.addFirst(row, batch, outcome);
+    else if (pooled) this.outcomes.add(id, token, outcome, undefined, (err) => this.writeFailed(err, id), leasedAt);
     else written = this.outcomes.write(id, token, outcome, leasedAt);
     if (outcome.ok) {
       if (logger().isLevelEnabled('debug')) attemptLog(row, id).debug({ status: outcome.httpStatus, ms: outcome.durationMs }, 'delivered');
@@ -501,8 +556,12 @@ export class DeliveryWorker {
     return written;
   }
 
-  /** A pool's attempt that failed to run (a database failure): the row keeps its lease and comes back to the retry sweep. */
-  private runFailed(err: unknown, id: number): void {
+  /**
+   * A pool's attempt that failed to run (a database failure): the row keeps its lease and comes back
+   * to the retry sweep; a row not written yet (`batch`) is written by the sweep once its batch's lease runs out.
+   */
+  private runFailed(err: unknown, id: number, batch?: HeldBatch): void {
+    if (batch) this.batches.settle(batch, 1, false);
     if (!this.stopping) logger().error({ err, deliveryId: id }, 'delivery attempt failed to run; the retry sweep takes it up after its lease');
   }
 
@@ -584,10 +643,20 @@ export class DeliveryWorker {
     return this.pooledIdle.promise;
   }
 
-  /** Frees the leases of the attempts that were queued and never started (a database gone meanwhile: they run out instead). */
+  /**
+   * Frees the leases of the attempts that were queued and never started (a database gone meanwhile:
+   * they run out instead); the rows of first attempts not written yet are written with no lease.
+   * Either way the next retry sweep takes them up at once.
+   */
   private async releaseQueued(): Promise<void> {
-    const entries = [...this.queued];
+    const entries: Array<[number, string]> = [];
+    const claims: Claim[] = [];
+    for (const [id, queued] of this.queued) {
+      if (typeof queued === 'string') entries.push([id, queued]);
+      else claims.push(queued);
+    }
     this.queued.clear();
+    await this.materialise(claims);
     if (entries.length === 0) return;
     try {
       await this.direct.query(
@@ -598,5 +667,27 @@ export class DeliveryWorker {
     } catch (err) {
       logger().warn({ err: loggableMessage(err), deliveries: entries.length }, 'queued delivery attempts could not be released at stop; their leases run out instead');
     }
+  }
+
+  /**
+   * Writes the rows of first attempts that will not be made here (Claims whose rows are not written
+   * yet: left to the retry sweep, or dropped as the worker stops) with no lease, for the next retry
+   * sweep; the batch rows whose last rows they are go in the same statement. A failure leaves them
+   * to the sweep's expansion of their batches once the batches' leases run out.
+   */
+  async materialise(claims: readonly Claim[]): Promise<void> {
+    if (claims.length === 0) return;
+    const counts = new Map<HeldBatch, number>();
+    for (const claim of claims) if (claim.batch) counts.set(claim.batch, (counts.get(claim.batch) ?? 0) + 1);
+    const done: number[] = [];
+    for (const [batch, n] of counts) if (this.batches.closesWith(batch, n)) done.push(batch.id);
+    let written = false;
+    try {
+      await materialiseRows(this.direct, claims.map((c) => c.row), undefined, null, done);
+      written = true;
+    } catch (err) {
+      logger().warn({ err: loggableMessage(err), deliveries: claims.length }, 'first delivery attempts left to the retry sweep could not be written; the sweep writes them once their batches\' leases run out');
+    }
+    for (const [batch, n] of counts) this.batches.settle(batch, n, written, written && done.includes(batch.id));
   }
 }
