@@ -420,8 +420,13 @@ export function batchMatchesSql(matches: string): string {
           where ${matches}`;
 }
 
-/** The deliveries' identity: the consumer reserves the ids of a batch's deliveries (`nextval`), written later under them. */
-export const DELIVERY_ID_SEQUENCE = `pg_get_serial_sequence('hub.deliveries', 'id')`;
+/**
+ * The deliveries' identity, a regclass: the consumer reserves the ids of a batch's deliveries
+ * (`nextval`), written later under them. Looked up once per statement (a scalar subquery): called per
+ * row, the lookup (the name parsed, the dependency found in the catalog) was a visible share of the
+ * consumer's statement.
+ */
+export const DELIVERY_ID_SEQUENCE = `(select pg_get_serial_sequence('hub.deliveries', 'id')::regclass)`;
 
 /**
  * A batch of the webhook consumer held by this process (hub.delivery_batches): its first attempts
