@@ -381,6 +381,13 @@ export async function writeBackMany(tx: Tx, outcomes: Outcome[], answer = true, 
   return new Map(rows.map((r) => [r.delivery_id, r.attempt]));
 }
 
+/** The rows' bodies (each the JSON text sent) as one JSON array: `[body,body,…]`. */
+function jsonArrayOf(outcomes: ReadonlyArray<{ row: { body: string } }>): string {
+  let text = '[';
+  for (let k = 0; k < outcomes.length; k++) text += k === 0 ? outcomes[k]!.row.body : `,${outcomes[k]!.row.body}`;
+  return `${text}]`;
+}
+
 /** The outcome columns of a batch of outcomes as array literals (src/db/array-literal.ts): ok, status, body, error, duration, time. */
 function outcomeArrays(outcomes: ReadonlyArray<{ outcome: AttemptOutcome }>): string[] {
   return [
@@ -462,12 +469,15 @@ export async function writeFirstMany(tx: Tx, outcomes: FirstOutcome[], doneBatch
   if (outcomes.length === 0) return new Map();
   const { rows } = await tx.query<{ delivery_id: number; attempt: number }>(
     `with v as (
-       select * from unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::boolean[], $8::integer[], $9::text[], $10::text[], $11::integer[], $12::timestamptz[])
+       -- The bodies as one JSON array, each element's text kept as sent (the json type): no quoting
+       -- and escaping of every body as a text[] element.
+       select * from rows from (unnest($1::bigint[]), unnest($2::bigint[]), unnest($3::bigint[]), unnest($4::bigint[]), unnest($5::text[]), json_array_elements($6::json),
+                                unnest($7::boolean[]), unnest($8::integer[]), unnest($9::text[]), unnest($10::text[]), unnest($11::integer[]), unnest($12::timestamptz[]))
          as v (id, tenant_id, integration_id, event_id, event_type, body, ok, http_status, response_body, error, duration_ms, attempted_at)
      ), row as (
        insert into hub.deliveries as d (id, tenant_id, integration_id, kind, event_id, event_type, body, attempts, succeeded, http_status, response_body, error, duration_ms, attempted_at)
        overriding system value
-       select id, tenant_id, integration_id, 'event', event_id, event_type, body, 1, ok, http_status, response_body, error, duration_ms, attempted_at from v
+       select id, tenant_id, integration_id, 'event', event_id, event_type, body::text, 1, ok, http_status, response_body, error, duration_ms, attempted_at from v
        on conflict (integration_id, event_id) where kind = 'event' do update set attempts = d.attempts + 1, succeeded = d.succeeded or excluded.succeeded,
               http_status = case when d.attempted_at > excluded.attempted_at then d.http_status else excluded.http_status end,
               response_body = case when d.attempted_at > excluded.attempted_at then d.response_body else excluded.response_body end,
@@ -491,7 +501,7 @@ export async function writeFirstMany(tx: Tx, outcomes: FirstOutcome[], doneBatch
       arrayLiteral(outcomes.map((o) => o.row.integration_id)),
       arrayLiteral(outcomes.map((o) => o.row.event_id)),
       arrayLiteral(outcomes.map((o) => o.row.event_type)),
-      arrayLiteral(outcomes.map((o) => o.row.body)),
+      jsonArrayOf(outcomes),
       ...outcomeArrays(outcomes),
       outcomeId,
       ...(doneBatches.length > 0 ? [arrayLiteral(doneBatches)] : []),
