@@ -6,6 +6,7 @@ import type { Database } from '../src/db/database.js';
 import type { LeaderClock } from '../src/dispatch/leader.js';
 import { consumerStates, outboxRetention, recordConsumerLags } from '../src/events/consumer.js';
 import { logger } from '../src/observability/logger.js';
+import { OUTBOX_KEPT_FOR_BATCHES } from '../src/webhooks/journal.js';
 import { purgeJournal } from '../src/webhooks/retention.js';
 import { purgeConnectorRuns, purgeDeadLetters } from '../src/connectors/runs/retention.js';
 import { purgeExportRuns } from '../src/exports/runs/retention.js';
@@ -51,7 +52,7 @@ export function scheduleHousekeeping(clocks: ClockRunner, leaderClocks: LeaderCl
     { dailyAt: '04:30' },
     async () => {
       // The purge, then one warning naming the consumers that hold it back (docs/operations.md).
-      await outboxRetention(db, config.int('svc.events.retention-days'), Object.values(HUB_CONSUMERS));
+      await outboxRetention(db, config.int('svc.events.retention-days'), Object.values(HUB_CONSUMERS), { keep: [OUTBOX_KEPT_FOR_BATCHES] });
     },
     { atElection: false },
   );

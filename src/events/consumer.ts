@@ -205,10 +205,12 @@ export class OutboxConsumer {
 
 /**
  * The daily outbox purge: rows older than the retention, but never one that a consumer has not seen
- * yet, `batch` rows a transaction (`deleteInBatches`: one transaction over millions of rows held
- * every consumer back while it ran). Returns how many rows went.
+ * yet, nor one that a condition of `keep` holds for (SQL over the outbox row `o`, from the modules
+ * that still need an event their consumer has passed: the webhook consumer's batches whose
+ * deliveries are not written yet), `batch` rows a transaction (`deleteInBatches`: one transaction
+ * over millions of rows held every consumer back while it ran). Returns how many rows went.
  */
-export async function purgeOutbox(db: Database, retentionDays: number, batch?: number): Promise<number> {
+export async function purgeOutbox(db: Database, retentionDays: number, batch?: number, keep: readonly string[] = []): Promise<number> {
   return deleteInBatches(
     db,
     'outbox-retention',
@@ -216,6 +218,7 @@ export async function purgeOutbox(db: Database, retentionDays: number, batch?: n
        select o.id from events.outbox o
         where o.created_at < now() - make_interval(days => $1)
           and not exists (select 1 from events.consumer_cursors c where (c.txid, c.last_id) < (o.txid, o.id))
+          ${keep.map((condition) => `and not (${condition})`).join(' ')}
         order by o.id
         limit $2)`,
     [retentionDays],
@@ -300,9 +303,9 @@ export async function outboxRetention(
   db: Database,
   retentionDays: number,
   running: readonly string[],
-  options: { batch?: number; laggingAfter?: number } = {},
+  options: { batch?: number; laggingAfter?: number; keep?: readonly string[] } = {},
 ): Promise<{ purged: number; lagging: ConsumerState[] }> {
-  const purged = await purgeOutbox(db, retentionDays, options.batch);
+  const purged = await purgeOutbox(db, retentionDays, options.batch, options.keep);
   logger().info({ purged }, 'outbox retention purge');
   const states = await consumerStates(db);
   recordConsumerLags(states);

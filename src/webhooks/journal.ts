@@ -267,6 +267,14 @@ export async function renewLeases(tx: Tx, rows: ReadonlyArray<{ id: number; toke
 }
 
 /** Gives back the leases of rows ($1, ids) leased under a token ($2) and never queued: the next retry sweep takes them. */
+/**
+ * Keeps an outbox event (`o`) from the retention purge while a batch of the webhook consumer names
+ * it (hub.delivery_batches): its cursor has passed the event, but the deliveries of a batch whose
+ * process died are written by the retry sweep from the event itself (src/events/consumer.ts,
+ * `purgeOutbox`).
+ */
+export const OUTBOX_KEPT_FOR_BATCHES = 'exists (select 1 from hub.delivery_batches b where o.id = any(b.event_ids))';
+
 export const RELEASE_LEASES_SQL = 'update hub.deliveries set lease_until = null, lease_token = null where id = any($1::bigint[]) and lease_token = $2';
 
 /** Closes a row this worker holds with a reason (no attempt made); its lease goes. */
