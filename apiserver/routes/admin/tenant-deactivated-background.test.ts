@@ -118,7 +118,8 @@ describe('a deactivated tenant', () => {
 
     it('records no webhook delivery and sends nothing', async () => {
       await receiver.waitFor(1, `/t${LIVE}/events`);
-      // The consumer records a batch's deliveries in one statement before sending any.
+      // The consumer matches a batch's events in one statement and queues their first attempts at
+      // once: a delivery of the deactivated tenant's event would have gone out with the live one's.
       expect((await deliveriesOf(GONE, 'events')).map((d) => Number(d.event_id))).toEqual([]);
       expect(receiver.on(`/t${GONE}/events`)).toEqual([]);
     });
