@@ -281,7 +281,10 @@ describe('the consumer', () => {
       const fast = await integration(2, 'lane-fast');
       const ids: number[] = [];
       for (let n = 0; n < 40; n++) ids.push(await emit(2, 100 + n));
-      expect(await consumer(worker).handleBatch(await events(ids))).toBe(80);
+      // The process is told how many it left to the sweep (it wakes its sweep: services.ts).
+      const deferrals: number[] = [];
+      const deferring = new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 2, sweepBatch: 100, onDeferred: (n) => deferrals.push(n) });
+      expect(await deferring.handleBatch(await events(ids))).toBe(80);
       // One wait for room per integration, all at the same time: the slow one's ran out (a second).
       // Row after row at the slow endpoint's pace (room every 200 ms) this batch took 7 s.
       const slowOffers = pool.offers.filter((o) => o.key === slow.id);
@@ -294,6 +297,7 @@ describe('the consumer', () => {
       // The slow integration's rows that found no room are left to the retry sweep (lease freed).
       const freed = (await rowsOf(slow.id)).filter((r) => r.lease_token === null && r.attempts === 0);
       expect(freed.length).toBeGreaterThan(20);
+      expect(deferrals).toEqual([freed.length]);
     } finally {
       await worker.stop();
       await slowReceiver.close();

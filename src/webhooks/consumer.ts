@@ -56,6 +56,12 @@ interface WebhookConsumerOptions {
    * once its own batch is handed over.
    */
   handOverAhead?: boolean;
+  /**
+   * Called with how many first attempts found no room in their integration's queue once their rows
+   * are free for the retry sweep (`handOver`): the process wakes its sweep, which sends them as their
+   * queue makes room, instead of their waiting for the next one (up to `svc.webhook.retry-every`).
+   */
+  onDeferred?: (count: number) => void;
 }
 
 type Inserted = { id: number; tenant_id: number; integration_id: number };
@@ -304,6 +310,7 @@ export class WebhookConsumer {
       // Their integrations do not keep up: their rows written with no lease, for the next retry sweep at once.
       await this.o.worker.materialise(deferred);
       logger().warn({ deferred: deferred.length }, `${deferred.length} first attempt(s) left to the retry sweep: their integrations' queues are full`);
+      this.o.onDeferred?.(deferred.length);
     }
   }
 

@@ -63,6 +63,9 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     minGapMs: config.duration('svc.webhook.retry-every') / 2,
     // The next batch is recorded while this one's attempts wait for room: the pool keeps work.
     handOverAhead: true,
+    // First attempts left to the sweep (their queue full for QUEUE_WAIT_MS) go once it has room, not
+    // at the next sweep: the sweep is woken (a sweep under way already waits for room, checked every second).
+    onDeferred: () => void sweepClock?.trigger('webhook-retry'),
   });
   const integrations = new IntegrationService({
     db: deps.db,
@@ -82,6 +85,8 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     },
   });
   let started = false;
+  /** The clock the retry sweep runs on, once started. */
+  let sweepClock: LoopClock | undefined;
   return {
     integrations,
     worker,
@@ -91,6 +96,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
       clock.schedule('webhook-retry', { every: config.duration('svc.webhook.retry-every') }, async () => {
         await consumer.sweep(() => clock.running());
       });
+      sweepClock = clock;
       started = true;
     },
     async stop() {
