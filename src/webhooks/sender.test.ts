@@ -284,6 +284,31 @@ describe('WebhookSender', () => {
     }, { timeoutMs: 20_000 });
   }, 30_000);
 
+  it('the signal ends every attempt under way on it, not those answered before nor those of another signal', async () => {
+    const controller = new AbortController();
+    const other = new AbortController();
+    await withSender(async (s) => {
+      const answered = await s.send(`${base}/ok`, {}, '{}', controller.signal);
+      const hangsBefore = seen.filter((r) => r.path === '/hang').length;
+      const hanging = [1, 2, 3].map(() => s.send(`${base}/hang`, {}, '{}', controller.signal));
+      const elsewhere = s.send(`${base}/hang`, {}, '{}', other.signal);
+      let elsewhereEnded = false;
+      void elsewhere.then(() => {
+        elsewhereEnded = true;
+      });
+      await until('the four hanging requests at the server', () => seen.filter((r) => r.path === '/hang').length >= hangsBefore + 4);
+      controller.abort(new Error('stopping'));
+      for (const outcome of await Promise.all(hanging)) expect(outcome).toMatchObject({ ok: false, httpStatus: null, error: 'aborted: the process is stopping' });
+      expect(answered).toMatchObject({ ok: true, httpStatus: 200 });
+      // The other signal's attempt is still under way (an abort ends its attempts at once, in the same turn): ended by its own signal only.
+      expect(elsewhereEnded).toBe(false);
+      other.abort(new Error('stopping'));
+      expect(await elsewhere).toMatchObject({ error: 'aborted: the process is stopping' });
+      // After the abort, an attempt on the signal is not sent.
+      expect(await s.send(`${base}/ok`, {}, '{}', controller.signal)).toMatchObject({ error: 'aborted: the process is stopping' });
+    }, { timeoutMs: 20_000 });
+  }, 30_000);
+
   it('a signal aborted before the attempt: nothing sent', async () => {
     const controller = new AbortController();
     controller.abort(new Error('stopping'));

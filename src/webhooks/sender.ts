@@ -60,6 +60,10 @@ export class WebhookSender {
   readonly exchangeMs: number;
   private readonly agent: Agent;
   private readonly targets = new Map<string, Target>();
+  /** The exchanges under way per caller's signal (`Underway`), the last one looked up kept at hand. */
+  private readonly underway = new WeakMap<AbortSignal, Underway>();
+  private lastSignal: AbortSignal | undefined;
+  private lastUnderway: Underway | undefined;
 
   constructor(private readonly options: SenderOptions) {
     this.exchangeMs = options.connectTimeoutMs + options.timeoutMs;
@@ -95,7 +99,7 @@ export class WebhookSender {
       done(failed(ABORTED, started, attemptedAt));
       return;
     }
-    const exchange = new Exchange(done, this.options, started, attemptedAt, signal, secrets);
+    const exchange = new Exchange(done, this.options, started, attemptedAt, signal ? this.underwayOf(signal) : undefined, secrets);
     try {
       this.agent.dispatch({ origin: target.origin, path: target.path, method: 'POST', headers: { 'User-Agent': this.options.userAgent, ...headers }, body }, exchange);
     } catch (err) {
@@ -105,6 +109,20 @@ export class WebhookSender {
 
   async close(): Promise<void> {
     await this.agent.destroy().catch(() => undefined);
+  }
+
+  /** The exchanges under way for `signal` (made, and listening on it, the first time it is seen). */
+  private underwayOf(signal: AbortSignal): Underway {
+    if (signal === this.lastSignal) return this.lastUnderway!;
+    let underway = this.underway.get(signal);
+    if (!underway) {
+      underway = new Underway();
+      this.underway.set(signal, underway);
+      signal.addEventListener('abort', underway, { once: true });
+    }
+    this.lastSignal = signal;
+    this.lastUnderway = underway;
+    return underway;
   }
 
   /** Origin and path of a target URL (as undici's `request` derives them), kept per URL. */
@@ -124,12 +142,48 @@ function failed(error: string, started: number, attemptedAt: Date): AttemptOutco
   return { ok: false, httpStatus: null, responseBody: null, error, durationMs: Math.round(performance.now() - started), attemptedAt };
 }
 
+/**
+ * The exchanges under way for one caller's signal, in a list of their own, and the one listener on
+ * the signal that ends them all (`handleEvent`), rather than a listener of each exchange: Node's
+ * EventTarget leaves a removed listener pointing at its neighbours, so every exchange's listener,
+ * once one of them had lived long enough to be promoted, kept every later exchange (its request,
+ * its row, its timer) alive through the young generation's collections until the next full one, a
+ * drain's scavenges promoting megabytes each. An exchange that ends leaves this list with its links
+ * cleared.
+ */
+class Underway {
+  head: Exchange | undefined;
+
+  add(exchange: Exchange): void {
+    exchange.next = this.head;
+    if (this.head) this.head.previous = exchange;
+    this.head = exchange;
+  }
+
+  remove(exchange: Exchange): void {
+    if (exchange.previous) exchange.previous.next = exchange.next;
+    else if (this.head === exchange) this.head = exchange.next;
+    if (exchange.next) exchange.next.previous = exchange.previous;
+    exchange.previous = undefined;
+    exchange.next = undefined;
+  }
+
+  /** The signal was aborted: every exchange under way ends (each leaves the list as it settles). */
+  handleEvent(): void {
+    for (let exchange = this.head; exchange; ) {
+      const next = exchange.next;
+      exchange.stop('aborted');
+      exchange = next;
+    }
+  }
+}
+
 /** Why this side ended an exchange: the start of the body was read, the whole-exchange limit, the caller's signal. */
 type Cut = 'enough' | 'timeout' | 'aborted';
 
 /**
  * One attempt's handler: collects the status and the start of the body, and settles once (the
- * answer, or the failure). Also the listener of the caller's signal (`handleEvent`). undici's own
+ * answer, or the failure); while under way, in its caller's signal's list (`Underway`). undici's own
  * callbacks (see the file's comment): the answer's headers stay raw, never parsed into an object.
  */
 class Exchange implements Dispatcher.DispatchHandler {
@@ -143,22 +197,20 @@ class Exchange implements Dispatcher.DispatchHandler {
   private cut: Cut | undefined;
   private settled = false;
   private readonly timer: NodeJS.Timeout;
+  /** Its neighbours in `underway`'s list while under way. */
+  previous: Exchange | undefined = undefined;
+  next: Exchange | undefined = undefined;
 
   constructor(
     private readonly resolve: (outcome: AttemptOutcome) => void,
     private readonly options: SenderOptions,
     private readonly started: number,
     private readonly attemptedAt: Date,
-    private readonly signal: AbortSignal | undefined,
+    private readonly underway: Underway | undefined,
     private readonly secrets: readonly string[],
   ) {
     this.timer = setTimeout(() => this.stop('timeout'), options.connectTimeoutMs + options.timeoutMs);
-    signal?.addEventListener('abort', this, { once: true });
-  }
-
-  /** The caller's signal was aborted. */
-  handleEvent(): void {
-    this.stop('aborted');
+    underway?.add(this);
   }
 
   onConnect(abort: (err?: Error) => void): void {
@@ -191,7 +243,7 @@ class Exchange implements Dispatcher.DispatchHandler {
   }
 
   /** Ends the exchange from this side: settles now and drops the request (and its connection). */
-  private stop(cut: Cut): void {
+  stop(cut: Cut): void {
     if (this.settled) return;
     this.cut = cut;
     this.settle(undefined);
@@ -202,7 +254,7 @@ class Exchange implements Dispatcher.DispatchHandler {
     if (this.settled) return;
     this.settled = true;
     clearTimeout(this.timer);
-    this.signal?.removeEventListener('abort', this);
+    this.underway?.remove(this);
     const status = this.status;
     if (status !== null) {
       // An answer: its status decides, whatever happened to the rest of its body.

@@ -1,4 +1,3 @@
-import { setMaxListeners } from 'node:events';
 import type { Database, Tx } from '../db/database.js';
 import { patternsMatch } from '../events/subscribers.js';
 import { loggableMessage } from '../observability/database-errors.js';
@@ -186,8 +185,6 @@ export class DeliveryWorker {
 
   constructor(private readonly o: WorkerOptions) {
     this.direct = { tenantId: undefined, query: (text, values) => o.db.worker.query(text, values as unknown[]) };
-    // Every attempt in flight listens on it (up to svc.webhook.concurrency): not a leak.
-    setMaxListeners(0, this.abort.signal);
     this.freshMs = o.freshMs ?? Math.min(FRESH_MS, o.leaseMs / 4);
     this.batches = new Batches(this.direct, o.leaseMs);
     this.outcomes = new OutcomeWriter({
