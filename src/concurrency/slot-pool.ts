@@ -32,7 +32,10 @@ import { inCurrentContext } from '../observability/context.js';
 export type Job = (done: () => void) => Promise<unknown> | undefined;
 
 interface Lane {
+  key: string | number;
   group: string | number | undefined;
+  /** In `SlotPool.ready` (its turn to come). */
+  ready: boolean;
   running: number;
   queue: Job[];
   /** Queued jobs started so far (`offerEach` compares the count before and after a wait). */
@@ -76,8 +79,13 @@ function progressNeeded(lane: Lane): number {
 
 export class SlotPool {
   private readonly lanes = new Map<string | number, Lane>();
-  /** Keys with queued work and a free per-key slot, in turn order. */
-  private readonly ready = new Set<string | number>();
+  /**
+   * Lanes with queued work and a free per-key slot, in turn order (each once: `Lane.ready`). An array
+   * and a flag, not a Set of keys: a Set's table is replaced as it empties and fills again, many
+   * times a second in a drain, and V8 keeps each replaced table pointing at its successor, so the
+   * tables (and what they held) outlived the young generation's collections.
+   */
+  private ready: Lane[] = [];
   /** Groups with jobs running: how many, and their keys that wait for a slot of the group. */
   private readonly groups = new Map<string | number, { running: number; waiting: Set<string | number> }>();
   private running = 0;
@@ -118,8 +126,15 @@ export class SlotPool {
     // In the context of whoever offered it, not of the job whose end starts it (src/observability/context.ts).
     lane.queue.push(inCurrentContext(job));
     this.queued++;
-    if (lane.running < this.perKey) this.ready.add(key);
+    if (lane.running < this.perKey) this.markReady(lane);
     this.pump();
+  }
+
+  /** Puts the lane at the back of the turn order, unless it has its turn already. */
+  private markReady(lane: Lane): void {
+    if (lane.ready) return;
+    lane.ready = true;
+    this.ready.push(lane);
   }
 
   /**
@@ -191,7 +206,7 @@ export class SlotPool {
   private lane(key: string | number, group: string | number | undefined): Lane {
     let lane = this.lanes.get(key);
     if (!lane) {
-      lane = { group, running: 0, queue: [], started: 0, stall: undefined, feeders: [] };
+      lane = { key, group, ready: false, running: 0, queue: [], started: 0, stall: undefined, feeders: [] };
       this.lanes.set(key, lane);
     }
     return lane;
@@ -213,8 +228,9 @@ export class SlotPool {
     const lanes = [...this.lanes.values()];
     for (const lane of lanes) lane.queue.length = 0;
     this.queued = 0;
-    this.ready.clear();
-    for (const group of this.groups.values()) group.waiting.clear();
+    for (const lane of this.ready) lane.ready = false;
+    this.ready = [];
+    for (const group of this.groups.values()) if (group.waiting.size > 0) group.waiting.clear();
     for (const lane of lanes) this.roomIn(lane);
     this.checkIdle();
   }
@@ -239,11 +255,12 @@ export class SlotPool {
   private pump(): void {
     // Keys whose queues got room, told once the loop is done (their offers pump again).
     let roomy: Lane[] | undefined;
-    while (this.running < this.total && this.ready.size > 0) {
-      const key = this.ready.values().next().value as string | number;
-      const lane = this.lanes.get(key)!;
-      this.ready.delete(key);
+    while (this.running < this.total && this.ready.length > 0) {
+      const lane = this.ready.shift()!;
+      lane.ready = false;
+      // A lane dropped meanwhile (nothing queued or running) is never in the map again: its key has a new one.
       if (lane.queue.length === 0) continue;
+      const key = lane.key;
       const group = this.group(lane);
       if (group && group.running >= this.perGroup) {
         // Its group is at its cap: the key waits, its jobs queued, until one of the group's ends.
@@ -263,7 +280,7 @@ export class SlotPool {
       this.running++;
       if (group) group.running++;
       // Back of the line for its next job.
-      if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
+      if (lane.queue.length > 0 && lane.running < this.perKey) this.markReady(lane);
       this.runJob(job, key, lane, group);
     }
     if (roomy) for (const lane of roomy) this.roomIn(lane);
@@ -323,14 +340,17 @@ export class SlotPool {
     if (group) {
       group.running--;
       // A slot of the group is free: its waiting keys take their turns again (at the back).
-      for (const waiting of group.waiting) {
-        const other = this.lanes.get(waiting);
-        if (other && other.queue.length > 0 && other.running < this.perKey) this.ready.add(waiting);
+      if (group.waiting.size > 0) {
+        for (const waiting of group.waiting) {
+          const other = this.lanes.get(waiting);
+          if (other && other.queue.length > 0 && other.running < this.perKey) this.markReady(other);
+        }
+        // Only when it holds keys: clearing replaces a Set's table even when it is empty.
+        group.waiting.clear();
       }
-      group.waiting.clear();
       if (group.running === 0) this.groups.delete(lane.group!);
     }
-    if (lane.queue.length > 0 && lane.running < this.perKey) this.ready.add(key);
+    if (lane.queue.length > 0 && lane.running < this.perKey) this.markReady(lane);
     else if (lane.queue.length === 0 && lane.running === 0 && lane.feeders.length === 0) this.lanes.delete(key);
     this.pump();
     this.checkIdle();
