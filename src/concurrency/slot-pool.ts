@@ -108,7 +108,7 @@ export class SlotPool {
   offer(key: string | number, job: Job, group?: string | number): boolean {
     const lane = this.lane(key, group);
     if (this.full(lane)) return false;
-    this.enqueue(key, lane, job);
+    this.enqueue(lane, job);
     return true;
   }
 
@@ -122,7 +122,7 @@ export class SlotPool {
     return lane.queue.length >= this.maxQueuedPerKey;
   }
 
-  private enqueue(key: string | number, lane: Lane, job: Job): void {
+  private enqueue(lane: Lane, job: Job): void {
     // In the context of whoever offered it, not of the job whose end starts it (src/observability/context.ts).
     lane.queue.push(inCurrentContext(job));
     this.queued++;
@@ -158,7 +158,7 @@ export class SlotPool {
         if (!job) ended = true;
         else {
           taken++;
-          this.enqueue(key, lane, job);
+          this.enqueue(lane, job);
         }
       }
       return ended || taken >= count;
