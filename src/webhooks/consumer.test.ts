@@ -763,14 +763,8 @@ describe('the retry sweep, refilling', () => {
     (await t.owner.query<{ n: number }>('select count(*)::int as n from hub.deliveries where integration_id = $1 and lease_until > now()', [integrationId])).rows[0]!.n;
   const refilling = (worker: DeliveryWorker, refillWaitMs = 10_000) =>
     new WebhookConsumer({ db: t.db, worker, leaseMs: 60_000, maxAttempts: 3, perIntegrationClaim: 4, sweepBatch: 100, refillWaitMs });
-  const realWorker = (timeoutMs: number) =>
-    new DeliveryWorker({
-      db: t.db,
-      key: KEY,
-      sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs, userAgent: 'test' }),
-      pool: new SlotPool(4, 2, 1_000),
-      leaseMs: 60_000,
-    });
+  const realWorker = (timeoutMs: number, pool = new SlotPool(4, 2, 1_000)) =>
+    new DeliveryWorker({ db: t.db, key: KEY, sender: new WebhookSender({ connectTimeoutMs: 1000, timeoutMs, userAgent: 'test' }), pool, leaseMs: 60_000 });
 
   it('a sweep whose worker is stopping claims once and ends (its refused claims would only lease the rows again, for ever)', async () => {
     const i = await integration(1, 'refill-stopping');
@@ -906,6 +900,48 @@ describe('the retry sweep, refilling', () => {
       await hanging.close();
       // Its rows (their receiver gone) out of the later sweeps' way.
       await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id in (select id from hub.integrations where name = 'refill-stuck')");
+    }
+  });
+
+  it('first attempts left to the sweep while a sweep waits in its refill for something else are claimed by that sweep at once, not after its wait', async () => {
+    const hanging = await startReceiver(() => 'hang');
+    // Slow while the batch is handed over (its queue stays full: rows left to the sweep), then at once.
+    let delayMs = 400;
+    const slow = await startReceiver(() => ({ status: 200, body: 'ok', delayMs }));
+    // Only this test's integration of tenant 2 matches its events.
+    await t.owner.query('update hub.integrations set enabled = false where tenant_id = 2');
+    // Two queued per integration at most: the burst's queue fills.
+    const w = realWorker(60_000, new SlotPool(8, 2, 2));
+    let going = true;
+    try {
+      const stuck = await t.db.withTenant(1, (tx) =>
+        createIntegration(tx, { name: 'refill-deferred-stuck', targetUrl: `${hanging.url}/stuck`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules),
+      );
+      const burst = await t.db.withTenant(2, (tx) =>
+        createIntegration(tx, { name: 'refill-deferred-burst', targetUrl: `${slow.url}/burst`, eventTypes: ['org.updated'], authMode: 'NONE' }, rules),
+      );
+      await orphaned(stuck.id, 4, 80_000);
+      // The sweep's refill waits (up to a minute) for the stuck integration's claim, which hangs.
+      const consumer = refilling(w, 60_000);
+      const sweeping = consumer.sweep(() => going);
+      await until('the stuck claim to hang', async () => hanging.received.length === 2);
+      const batch = await emitBatch(12, 900 + drained);
+      drained += 12;
+      expect(await consumer.handleBatch(batch)).toBe(12);
+      expect(await leftToSweep(batch, burst.id)).toBeGreaterThan(0);
+      delayMs = 0;
+      // The waiting sweep claims them (as their queue frees): every event once, well inside its minute.
+      const got = await slow.waitFor(12, '/burst', 20_000);
+      expect(got.map((r) => Number(r.headers['x-svc-event-id'])).sort((a, b) => a - b)).toEqual(batch.map((e) => Number(e.id)).sort((a, b) => a - b));
+      going = false;
+      await sweeping;
+    } finally {
+      going = false;
+      await w.stop();
+      await hanging.close();
+      await slow.close();
+      await t.owner.query("update hub.deliveries set closed_reason = 'test over' where integration_id in (select id from hub.integrations where name like 'refill-deferred-%')");
+      await t.owner.query("update hub.integrations set enabled = false where name like 'refill-deferred-%'");
     }
   });
 

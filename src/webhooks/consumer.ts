@@ -193,6 +193,13 @@ export const SWEEP_CLAIM_SQL = `with recursive integrations (id) as (
 export class WebhookConsumer {
   /** With `handOverAhead`: the hand-over of the last batch's first attempts that wait for room, while it runs. */
   private handingOver: Promise<void> | undefined;
+  /**
+   * First attempts were left to the sweep since a running sweep last claimed (`handOver`): its
+   * refill claims again at once, rather than when what it waits for comes (up to `refillWaitMs`).
+   */
+  private deferredSinceClaim = false;
+  /** Ends a running sweep's refill wait now (set while a sweep claims). */
+  private wakeSweep: (() => void) | undefined;
 
   constructor(private readonly o: WebhookConsumerOptions) {}
 
@@ -310,6 +317,9 @@ export class WebhookConsumer {
       // Their integrations do not keep up: their rows written with no lease, for the next retry sweep at once.
       await this.o.worker.materialise(deferred);
       logger().warn({ deferred: deferred.length }, `${deferred.length} first attempt(s) left to the retry sweep: their integrations' queues are full`);
+      // A sweep of this process under way takes them up (its refill claims again); none: the process starts one.
+      this.deferredSinceClaim = true;
+      this.wakeSweep?.();
       this.o.onDeferred?.(deferred.length);
     }
   }
@@ -331,6 +341,15 @@ export class WebhookConsumer {
     await this.closeInterruptedTests();
     await this.closeOfInactiveTenants();
     await this.closeExhausted();
+    try {
+      return await this.claimAndRefill(keepGoing);
+    } finally {
+      this.wakeSweep = undefined;
+    }
+  }
+
+  /** The sweep's claims: one, then (with `refillWaitMs`) again while they come back full (`sweep`). */
+  private async claimAndRefill(keepGoing: () => boolean): Promise<number> {
     // This sweep's attempts not yet over, per integration; `wake` when one has half of its claim or less left.
     const inFlight = new Map<number, number>();
     const perIntegrationClaim = this.o.perIntegrationClaim;
@@ -338,6 +357,7 @@ export class WebhookConsumer {
     const tenantInFlight = new Map<number, number>();
     const perTenantClaim = this.o.perTenantClaim;
     let wake: (() => void) | undefined;
+    this.wakeSweep = () => wake?.();
     const over = (tenantId: number, integrationId: number) => () => {
       const left = inFlight.get(integrationId)! - 1;
       if (left > 0) inFlight.set(integrationId, left);
@@ -369,6 +389,7 @@ export class WebhookConsumer {
       // has room.
       const busy = new Map(inFlight);
       for (const id of queueFull) busy.set(id, perIntegrationClaim);
+      this.deferredSinceClaim = false;
       const rows = await this.claim(busy, new Map(tenantInFlight), refill ? started : null, queueFull, (tenantId, integrationId) => {
         inFlight.set(integrationId, (inFlight.get(integrationId) ?? 0) + 1);
         tenantInFlight.set(tenantId, (tenantInFlight.get(tenantId) ?? 0) + 1);
@@ -384,7 +405,7 @@ export class WebhookConsumer {
       const tenants = new Set(rows.map((row) => row.tenant_id));
       const fullTenants = perTenantClaim === undefined ? [] : [...tenants].filter((id) => (tenantInFlight.get(id) ?? 0) >= perTenantClaim);
       const more = full.length > 0 || fullTenants.length > 0 || rows.length >= this.o.sweepBatch;
-      if (!more && queueFull.size === 0) return total;
+      if (!more && queueFull.size === 0 && !this.deferredSinceClaim) return total;
       refill = true;
       // More may wait: claim again once one of the integrations or tenants it filled has half of its
       // claim or less in flight, or (the batch filled, nothing else) one of its integrations is done
@@ -396,6 +417,8 @@ export class WebhookConsumer {
         if (batchOnly.some((id) => !inFlight.has(id))) break;
         if (fullTenants.some((id) => (tenantInFlight.get(id) ?? 0) <= perTenantClaim! / 2)) break;
         if (queueFull.size > 0 && this.roomIn(queueFull)) break;
+        // First attempts left to the sweep since this claim: claimed now (a full queue gives them back, above).
+        if (this.deferredSinceClaim) break;
         const left = deadline - Date.now();
         // Checked every second: the clock stopped, the leadership lost, the worker stopping.
         if (left <= 0 || !keepGoing() || this.o.worker.isStopping()) return total;
