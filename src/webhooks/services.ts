@@ -64,7 +64,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
     // The next batch is recorded while this one's attempts wait for room: the pool keeps work.
     handOverAhead: true,
     // First attempts left to the sweep (their queue full for QUEUE_WAIT_MS) go once it has room, not
-    // at the next sweep: the sweep is woken (a sweep under way already waits for room, checked every second).
+    // at the next sweep: a sweep is started (one under way is told by the consumer itself).
     onDeferred: () => void sweepClock?.trigger('webhook-retry'),
   });
   const integrations = new IntegrationService({
