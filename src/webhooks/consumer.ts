@@ -58,8 +58,9 @@ interface WebhookConsumerOptions {
   handOverAhead?: boolean;
   /**
    * Called with how many first attempts found no room in their integration's queue once their rows
-   * are free for the retry sweep (`handOver`): the process wakes its sweep, which sends them as their
-   * queue makes room, instead of their waiting for the next one (up to `svc.webhook.retry-every`).
+   * are free for the retry sweep (`handOver`): the process starts a sweep, which sends them as their
+   * queue makes room, instead of their waiting for the next one (up to `svc.webhook.retry-every`). A
+   * sweep of this consumer under way is told directly (`wakeSweep`), not through this.
    */
   onDeferred?: (count: number) => void;
 }

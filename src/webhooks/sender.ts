@@ -60,10 +60,8 @@ export class WebhookSender {
   readonly exchangeMs: number;
   private readonly agent: Agent;
   private readonly targets = new Map<string, Target>();
-  /** The exchanges under way per caller's signal (`Underway`), the last one looked up kept at hand. */
+  /** The exchanges under way per caller's signal (`Underway`). */
   private readonly underway = new WeakMap<AbortSignal, Underway>();
-  private lastSignal: AbortSignal | undefined;
-  private lastUnderway: Underway | undefined;
 
   constructor(private readonly options: SenderOptions) {
     this.exchangeMs = options.connectTimeoutMs + options.timeoutMs;
@@ -113,15 +111,12 @@ export class WebhookSender {
 
   /** The exchanges under way for `signal` (made, and listening on it, the first time it is seen). */
   private underwayOf(signal: AbortSignal): Underway {
-    if (signal === this.lastSignal) return this.lastUnderway!;
     let underway = this.underway.get(signal);
     if (!underway) {
       underway = new Underway();
       this.underway.set(signal, underway);
       signal.addEventListener('abort', underway, { once: true });
     }
-    this.lastSignal = signal;
-    this.lastUnderway = underway;
     return underway;
   }
 
