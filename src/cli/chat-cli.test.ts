@@ -151,3 +151,33 @@ describe('svc chat --analytic and svc rediscover', () => {
     expect(await svc(['rediscover', '--scope', 'partners'])).toMatchObject({ code: 0, out: expect.stringMatching(/^scope partners: 1 table\(s\)/), err: '' });
   });
 });
+
+describe('svc search and svc index status while the index is being built', () => {
+  it('a search right after a run says how much is not searchable yet, and svc index status shows it; once indexed, nothing is said; a caller without svc_admin is told nothing', async () => {
+    const applied = await call('POST', '/api/connectors/apply', connector('late', 'late', '/invoices', 'ext.late_invoices'));
+    expect(applied.status).toBe(201);
+    const started = await call('POST', '/api/connectors/late/runs', {});
+    const id = (started.body as { runs: Array<{ id: string }> }).runs[0]!.id;
+    await until(`run ${id} to complete`, async () => ((await call('GET', `/api/platform/runs/${id}`)).body as { status: string }).status === 'Completed', { timeoutMs: 30_000, everyMs: 50 });
+    // The run's six rows are handed to the indexer; no indexer runs in this hub until the test says so.
+    const note = `warning: the index is still being built: ${INVOICES.length} ingested row(s) not yet made into chunks, not searched yet (svc index status)\n`;
+    const searched = await svc(['search', 'Sunrise Bakery', '--scope', 'late']);
+    expect(searched).toEqual({ code: 0, out: 'Nothing found.\n', err: note });
+    // For scripts too: stdout stays the hub's JSON, the warning goes to stderr.
+    const json = await svc(['search', 'Sunrise Bakery', '--scope', 'late', '--json']);
+    expect({ code: json.code, results: (JSON.parse(json.out) as { results: unknown[] }).results, err: json.err }).toEqual({ code: 0, results: [], err: note });
+    const status = await svc(['index', 'status']);
+    expect(status.code).toBe(0);
+    expect(status.out).toMatch(new RegExp(`^searchable: (\\d+) of \\1 chunk\\(s\\); not yet: ${INVOICES.length} ingested row\\(s\\) still to be made into chunks, 0 chunk\\(s\\) waiting for their vector, 0 set aside`));
+    expect(status.out).toContain(`pendingRows: ${INVOICES.length}\n`);
+    // Without svc_admin the status is refused: the search says nothing of it.
+    const integrator = await issuer.mint({ realm_access: { roles: ['svc_user', 'svc_integrator'] }, tenant_id: 1 }, { subject: 'ivo' });
+    expect(await svc(['search', 'Sunrise Bakery', '--scope', 'late'], { env: { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: hub.url, SVC_TOKEN: integrator } })).toEqual({ code: 0, out: 'Nothing found.\n', err: '' });
+    await indexAll(hub.services.retrieval);
+    const indexed = await svc(['search', 'Sunrise Bakery', '--scope', 'late', '--top', '1']);
+    expect(indexed).toMatchObject({ code: 0, out: expect.stringContaining('ext.late_invoices'), err: '' });
+    const after = (await svc(['index', 'status'])).out;
+    expect(after).toMatch(/^searchable: all \d+ chunk\(s\)\n/);
+    expect(after).toMatch(/^pendingRows: 0$/m);
+  }, 60_000);
+});

@@ -102,6 +102,7 @@ async function chat(c: Ctx): Promise<number> {
   const { body: answer } = await c.hub().call<Row>('POST', '/api/platform/rag/chat', { json: body });
   if (c.json) {
     c.out(json(answer));
+    if (body.mode !== 'analytic') await warnIndexBehind(c);
     return 0;
   }
   let text = `${String(answer.answer)}\n`;
@@ -115,6 +116,7 @@ async function chat(c: Ctx): Promise<number> {
     if (cited.length) text += `\nCitations:\n${table(cited, [field('TABLE', 'table'), field('KEY', 'key'), field('ROW', 'rowHash')])}`;
   }
   c.out(text);
+  if (body.mode !== 'analytic') await warnIndexBehind(c);
   return 0;
 }
 
@@ -1225,6 +1227,7 @@ export const COMMANDS: Command[] = [
         { header: 'CONTENT', value: (r) => r.content, max: 70 },
       ];
       show(c, body, () => (body.results.length ? table(body.results, columns) : 'Nothing found.\n'));
+      await warnIndexBehind(c);
       return 0;
     },
   },
@@ -1234,6 +1237,23 @@ export const COMMANDS: Command[] = [
     flags: { analytic: { type: 'boolean', help: 'answer with one read-only SQL query over the scope\'s schema card' }, scope: SCOPE, top: TOP },
     summary: 'Ask a question over the ingested data: the answer and its cited rows, or the SQL that ran',
     run: chat,
+  },
+  {
+    name: 'index status',
+    summary: 'How far the index of the ingested data is: rows not made into chunks yet, chunks without their vector, the model (needs svc_admin)',
+    run: async (c) => {
+      const { body } = await c.hub().call<Row>('GET', '/api/platform/rag/status');
+      show(c, body, () => {
+        const behind = notSearchable(body);
+        let head = '';
+        if (behind && behind.pendingRows + behind.waiting + behind.setAside === 0) head = `searchable: all ${behind.chunks} chunk(s)\n`;
+        else if (behind) {
+          head = `searchable: ${behind.embedded} of ${behind.chunks} chunk(s); not yet: ${behind.pendingRows} ingested row(s) still to be made into chunks, ${behind.waiting} chunk(s) waiting for their vector, ${behind.setAside} set aside (refused by the model, tried again later)\n`;
+        }
+        return `${head}${detail(body)}`;
+      });
+      return 0;
+    },
   },
   {
     name: 'rediscover',
@@ -1280,6 +1300,33 @@ async function warnEmptyCard(c: Ctx, scope: string): Promise<void> {
     }
   }
   if (declaring.length) warn(c, `scope '${scope}' is declared by ${declaring.join(', ')}, but none of the tables they read exists yet: run the connectors, then svc rediscover --scope ${scope} again`);
+}
+
+/** A status's counts, when it has them all (an older hub's lacks `pendingRows`). */
+function notSearchable(status: Row): { chunks: number; embedded: number; setAside: number; waiting: number; pendingRows: number } | undefined {
+  const { chunks, embedded, setAside, pendingRows } = status;
+  if (![chunks, embedded, setAside, pendingRows].every((n) => typeof n === 'number')) return undefined;
+  const [all, done, aside] = [chunks, embedded, setAside] as number[];
+  return { chunks: all!, embedded: done!, setAside: aside!, waiting: all! - done! - aside!, pendingRows: pendingRows as number };
+}
+
+/**
+ * After a search or a semantic chat: a warning when part of the tenant's ingested data is not
+ * searchable yet (rows the indexer has not made into chunks, chunks waiting for their vector), so
+ * that a search right after a run does not pass for one over all of it. The status needs svc_admin:
+ * a caller without it (or an older hub, or one that fails the call) gets no warning.
+ */
+async function warnIndexBehind(c: Ctx): Promise<void> {
+  let status: Row;
+  try {
+    ({ body: status } = await c.hub().call<Row>('GET', '/api/platform/rag/status'));
+  } catch {
+    return;
+  }
+  const behind = notSearchable(status);
+  if (!behind || behind.pendingRows + behind.waiting === 0) return;
+  const parts = [behind.pendingRows ? `${behind.pendingRows} ingested row(s) not yet made into chunks` : '', behind.waiting ? `${behind.waiting} chunk(s) waiting for their vector` : ''].filter(Boolean);
+  warn(c, `the index is still being built: ${parts.join(' and ')}, not searched yet (svc index status)`);
 }
 
 /** A warning on stderr: its text may quote the hub or a manifest, so it is shown, never obeyed by the terminal. */

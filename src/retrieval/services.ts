@@ -83,6 +83,11 @@ export interface RetrievalStatus {
    * `chunks - embedded` but are not merely waiting for the indexer.
    */
   setAside: number;
+  /**
+   * Ingested rows handed to the indexer (`retrieval.pending`, connector runs' and purges' hand-offs)
+   * that it has not yet made into chunks: not counted in `chunks`, and not searchable yet.
+   */
+  pendingRows: number;
   /** Where search runs: `memory` (in process), `pgvector`, or `none` (no embedding port). */
   vectorSearch: 'memory' | 'pgvector' | 'none';
 }
@@ -258,10 +263,11 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
 
   async function status(tenantId: number): Promise<RetrievalStatus> {
     const { rows } = await db.withTenant(tenantId, (tx) =>
-      tx.query<{ chunks: number; embedded: number; current: number; aside: number; at: Date | null }>(
+      tx.query<{ chunks: number; embedded: number; current: number; aside: number; at: Date | null; pending: number }>(
         `select count(*)::int as chunks, count(embedding)::int as embedded,
                 (count(*) filter (where embedding is not null and model = $2))::int as current,
-                (count(*) filter (where embedding is null and embed_attempts > 0))::int as aside, max(embedded_at) as at
+                (count(*) filter (where embedding is null and embed_attempts > 0))::int as aside, max(embedded_at) as at,
+                (select coalesce(sum(cardinality(p.row_hashes)), 0)::int from retrieval.pending p where p.tenant_id = $1) as pending
            from retrieval.chunks where tenant_id = $1`,
         [tenantId, embedding ? modelName(embedding) : null],
       ),
@@ -285,6 +291,7 @@ export function createRetrievalServices(deps: RetrievalDeps): RetrievalServices 
       embeddingModel: embedding?.model ?? 'none',
       embedded: r.current,
       setAside: r.aside,
+      pendingRows: r.pending,
       vectorSearch: path,
     };
   }

@@ -293,6 +293,7 @@ export const ragRoutes: RouteDecl[] = [
             embeddingModel: { type: 'string' },
             embedded: { type: 'integer', description: 'chunks with a vector of the configured model (0 without an embedding port); the others are still waiting for the indexer, or set aside' },
             setAside: { type: 'integer', description: 'chunks without a vector that the embedding model refused on their own (a text too long for its context, say): passed over until their retry time, then tried again' },
+            pendingRows: { type: 'integer', description: 'ingested rows handed to the indexer that it has not made into chunks yet (not among `chunks`, not searchable yet)' },
             vectorSearch: { type: 'string', enum: ['memory', 'pgvector', 'none'], description: 'where search runs: in process, in the pgvector index, or nowhere (no embedding port)' },
           },
         },
