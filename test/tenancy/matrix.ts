@@ -178,6 +178,9 @@ export const ENDPOINTS: EndpointCase[] = [
   { route: 'GET /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, excludes: true },
   { route: 'PUT /api/platform/users/me/scope', path: '/api/platform/users/me/scope', expect: 200, body: { defaultScope: 'globex-scope' } },
   { route: 'POST /api/platform/rag/search', path: '/api/platform/rag/search', expect: 200, body: { query: 'globex chunk', topK: 100 }, excludes: true },
+  // Filtered by their corpus or their scope: as for a corpus or scope no one has, nothing.
+  { route: 'POST /api/platform/rag/search', path: '/api/platform/rag/search', expect: 200, body: { query: 'globex chunk', topK: 100, corpus: 'globex-corpus' }, excludes: true },
+  { route: 'POST /api/platform/rag/search', path: '/api/platform/rag/search', expect: 200, body: { query: 'globex chunk', topK: 100, scope: 'globex-scope' }, excludes: true },
   // Analytic, on the scope both tenants declare: mine has no card of it (409), theirs is not read. On the scope
   // their entity alone declares: a 404, their declaration is not mine.
   { route: 'POST /api/platform/rag/chat', path: '/api/platform/rag/chat', expect: 409, body: { question: 'how many?', mode: 'analytic', scope: 'matrix-scope' } },
@@ -200,6 +203,7 @@ export const ENDPOINTS: EndpointCase[] = [
   theirTenant('DELETE /api/tenants/{tid}/orgs/{id}'),
   { route: 'GET /api/tenants/{tid}/orgs', path: '/api/tenants/{mine}/orgs', expect: 200, excludes: true },
   { route: 'GET /api/tenants/{tid}/orgs/tree', path: '/api/tenants/{mine}/orgs/tree', expect: 200, excludes: true },
+  { route: 'GET /api/tenants/{tid}/orgs/tree', path: '/api/tenants/{mine}/orgs/tree?root={their.org}', expect: 404 },
   { route: 'GET /api/tenants/{tid}/orgs/{id}', path: '/api/tenants/{mine}/orgs/{their.org}', expect: 404 },
   { route: 'PUT /api/tenants/{tid}/orgs/{id}', path: '/api/tenants/{mine}/orgs/{their.org}', expect: 404, body: { name: 'taken over' } },
   { route: 'DELETE /api/tenants/{tid}/orgs/{id}', path: '/api/tenants/{mine}/orgs/{their.org}', expect: 404 },
@@ -277,6 +281,7 @@ export const ENDPOINTS: EndpointCase[] = [
     expect: 404,
   },
   { route: 'GET /api/platform/deliveries', path: '/api/platform/deliveries', expect: 200, excludes: true },
+  { route: 'GET /api/platform/deliveries', path: '/api/platform/deliveries?integrationId={their.integration}', expect: 404 },
   { route: 'POST /api/platform/deliveries/{id}/replay', path: '/api/platform/deliveries/{their.delivery}/replay', expect: 404 },
 
   // Connectors (by name), their endpoints and runs.
@@ -310,6 +315,27 @@ export const ENDPOINTS: EndpointCase[] = [
     body: 'id,city\n1,Overwritten\n',
   },
 
+  // A workflow or an export naming their entity, before I have one of that name (the entity case below makes it):
+  // refused as for an entity no one has.
+  {
+    route: 'POST /api/workflows/apply',
+    path: '/api/workflows/apply',
+    expect: 400,
+    type: 'application/json',
+    body: { apiVersion: 'apps.svc.io/v1', kind: 'Workflow', metadata: { name: 'mine-cities' }, spec: { entity: '{their.entity}', stateColumn: 'city', states: ['Lyon', 'Paris'] } },
+  },
+  {
+    route: 'POST /api/exports/apply',
+    path: '/api/exports/apply',
+    expect: 400,
+    type: 'application/json',
+    body: {
+      apiVersion: 'apps.svc.io/v1',
+      kind: 'Export',
+      metadata: { name: 'mine-daily' },
+      spec: { scope: 'globex-scope', source: { entity: '{their.entity}' }, columns: ['id', 'city'], order: ['id'], format: { kind: 'csv' }, destination: { kind: 's3', bucket: 'my-bucket', filename: 'f.csv' }, mode: 'snapshot' },
+    },
+  },
   // Entities (by name, case-insensitive). Applying their entity's name over their table's name makes mine.
   { route: 'GET /api/entities', path: '/api/entities', expect: 200, excludes: true },
   { route: 'GET /api/entities/{name}', path: '/api/entities/{their.entity}', expect: 404 },
@@ -397,9 +423,12 @@ export const ENDPOINTS: EndpointCase[] = [
   // the entries of their admin (`globex-admin`, matrix.test.ts's scenario): none of them is mine to see.
   { route: 'GET /api/platform/audit', path: '/api/platform/audit?actor=globex-admin', expect: 200, excludes: true },
   { route: 'GET /api/platform/runs', path: '/api/platform/runs', expect: 200, excludes: true },
+  { route: 'GET /api/platform/runs', path: '/api/platform/runs?connector=globex-import', expect: 200, excludes: true },
   { route: 'GET /api/platform/runs/{id}', path: '/api/platform/runs/{their.run}', expect: 404 },
   { route: 'POST /api/platform/runs/{id}/cancel', path: '/api/platform/runs/{their.run}/cancel', expect: 404 },
   { route: 'GET /api/platform/dlq', path: '/api/platform/dlq', expect: 200, excludes: true },
+  { route: 'GET /api/platform/dlq', path: '/api/platform/dlq?run={their.run}', expect: 200, excludes: true },
+  { route: 'GET /api/platform/dlq', path: '/api/platform/dlq?connector=globex-import', expect: 200, excludes: true },
   { route: 'GET /api/platform/dlq/{id}', path: '/api/platform/dlq/{their.dlq}', expect: 404 },
   { route: 'POST /api/platform/dlq/{id}/replayed', path: '/api/platform/dlq/{their.dlq}/replayed', expect: 404 },
   { route: 'POST /api/platform/dlq/{id}/discard', path: '/api/platform/dlq/{their.dlq}/discard', expect: 404 },
