@@ -1,6 +1,7 @@
 import type { HeaderSpec } from '../types.js';
 import { type EnvLookup, resolveTemplate } from './template.js';
 import type { AuthParts } from './types.js';
+import { RequestInvalidError } from '../engine/errors.js';
 
 /**
  * The headers of every request of a connector, in precedence order:
@@ -17,6 +18,9 @@ export function composeHeaders(declared: HeaderSpec[], env: EnvLookup, auth: Aut
   const set = (name: string, value: string) => byName.set(name.toLowerCase(), [name, value]);
   for (const [name, value] of Object.entries(defaults)) set(name, value);
   for (const header of declared) {
+    // A connector stored before apply refused these names: its requests are refused the same way, not sent.
+    const refused = clientHeaderRefusal(header.name, header.value);
+    if (refused) throw new RequestInvalidError(refused);
     if (header.value_env !== undefined) {
       const value = env(header.value_env);
       // A value_env that resolves to nothing leaves the header out (unsentHeaders says which).
@@ -45,3 +49,24 @@ export const DEFAULT_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   Accept: 'application/json',
   'User-Agent': 'svc-hub-connector/1',
 });
+
+/**
+ * Header names the HTTP client writes itself: how the request is framed (Content-Length,
+ * Transfer-Encoding, Expect, TE, Trailer), which connection carries it (Connection, Keep-Alive,
+ * Upgrade, Proxy-Connection) and which site it is for (Host). Declared by a connector they would
+ * fail every request (the client refuses most of them), make the server read the request wrongly,
+ * or ask a server behind an allowed address for another site than the URL names.
+ */
+const CLIENT_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'expect', 'te', 'trailer', 'connection', 'keep-alive', 'upgrade', 'proxy-connection']);
+
+/**
+ * Why `spec.headers` may not declare `name` (with `value`, when it states one), or undefined when it
+ * may. `Connection: close` is the one such header a connector may declare (a server that mishandles
+ * kept-alive connections): the client honours it.
+ */
+export function clientHeaderRefusal(name: string, value?: string): string | undefined {
+  const lower = name.toLowerCase();
+  if (!CLIENT_HEADERS.has(lower)) return undefined;
+  if (lower === 'connection' && value !== undefined && value.trim().toLowerCase() === 'close') return undefined;
+  return `header ${name} is written by the hub's HTTP client (${lower === 'host' ? 'the URL names the site' : lower === 'connection' ? 'only Connection: close may be declared' : 'it frames the request or manages its connection'}): remove it from spec.headers`;
+}

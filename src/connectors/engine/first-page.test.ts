@@ -60,6 +60,16 @@ describe('firstPage (pre-flight probe)', () => {
     expect(source.seen().length).toBe(before);
   });
 
+  it('a stored header the HTTP client writes itself (applied before apply refused it: Expect was a 500 of the pre-flight) is a verdict naming it; nothing is sent', async () => {
+    const before = source.seen().length;
+    for (const header of [{ name: 'Expect', value: '100-continue' }, { name: 'Host', value: 'admin.internal' }, { name: 'Transfer-Encoding', value_env: 'HEADER_SET' }]) {
+      const report = await firstPage(connectorSpec(source.url, { auth: DEMO_AUTH.basic, headers: [header] }), spring, engineContext({ HEADER_SET: 'chunked' }));
+      expect(report).toMatchObject({ status: 0, items: [] });
+      expect(report.verdict).toMatch(new RegExp(`^the request could not be sent: header ${header.name} is written by the hub's HTTP client \\(.+\\): remove it from spec.headers$`));
+    }
+    expect(source.seen().length).toBe(before);
+  });
+
   it('a stored base_url that is not a URL (applied before apply read it as a request does) is a verdict, never a crash', async () => {
     for (const base of ['http://127.0.0.1%2509:18111', 'http://[fe80::1%25lo]:18111']) {
       const report = await firstPage(connectorSpec(base, { auth: DEMO_AUTH.basic }), spring, engineContext());

@@ -53,6 +53,18 @@ describe('inline credentials', () => {
     expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer {{env:TOKEN}}' }, { name: 'X-Auth-Token', value_env: 'TOKEN' }]))).toEqual({});
     expect(errorsOf(headers([{ name: 'Authorization', value: 'Bearer abc' }]), { inlineCredentials: true })).toEqual({});
   });
+  it('a header the HTTP client writes itself (Host, framing, the connection) is refused naming it, whatever its case or value source; Connection: close passes', () => {
+    const headers = (h: Json[]) => manifest({ headers: h });
+    for (const name of ['Host', 'content-length', 'Transfer-Encoding', 'EXPECT', 'TE', 'Trailer', 'Keep-Alive', 'Upgrade', 'Proxy-Connection', 'Connection']) {
+      const errors = errorsOf(headers([{ name: 'X-Api-Version', value: '2' }, { name, value: 'x' }]));
+      expect(Object.keys(errors)).toEqual(['spec.headers[1].name']);
+      expect(errors['spec.headers[1].name']).toMatch(new RegExp(`^header ${name} is written by the hub's HTTP client \\(.+\\): remove it from spec.headers$`));
+      expect(Object.keys(errorsOf(headers([{ name, value_env: 'HDR' }])))).toEqual(['spec.headers[0].name']);
+    }
+    expect(errorsOf(headers([{ name: 'Host', value: 'admin.internal' }]))).toEqual({ 'spec.headers[0].name': "header Host is written by the hub's HTTP client (the URL names the site): remove it from spec.headers" });
+    expect(errorsOf(headers([{ name: 'Connection', value: 'keep-alive' }]))).toEqual({ 'spec.headers[0].name': "header Connection is written by the hub's HTTP client (only Connection: close may be declared): remove it from spec.headers" });
+    expect(errorsOf(headers([{ name: 'Connection', value: 'Close' }, { name: 'X-Host', value: 'a' }, { name: 'Content-Type', value: 'application/json' }]))).toEqual({});
+  });
   it('a credential stated in an endpoint path\'s query is refused outside the dev profile, naming the parameter; other parameters pass', () => {
     const paths = (...list: string[]) => manifest({ endpoints: list.map((path, i) => endpoint({ id: `e${i}`, path, target: { table: `ext.e${i}`, unique_key: '$.id' } })) });
     const refusal = (i: number, name: string) => [`spec.endpoints[${i}].path`, `spec.endpoints[${i}].path states a credential in its query (${name}=…): ${REFUSALS.inlineQueryCredential}`];

@@ -1,5 +1,6 @@
 import type { ErrorObject } from 'ajv/dist/2020.js';
 import { CronExpressionParser } from 'cron-parser';
+import { clientHeaderRefusal } from '../auth/headers.js';
 import { NAMED_VALUE_RULE } from '../auth/names.js';
 import { KNOWN_TOKEN, queryCredentials } from '../auth/stated-credentials.js';
 import { hasTemplate, malformedTemplateNames, withoutTemplates } from '../auth/template.js';
@@ -267,6 +268,8 @@ function normalise(input: Json, errors: Issues, warnings: Issue[], inlineCredent
 
   const graphqlPath = (spec.graphql_path as string | undefined) ?? DEFAULT_GRAPHQL_PATH;
   const headers = ((spec.headers as HeaderSpec[] | undefined) ?? []).map((h, i) => {
+    const clientHeader = clientHeaderRefusal(h.name, h.value);
+    if (clientHeader) errors.add(`spec.headers[${i}].name`, clientHeader);
     if ((h.value === undefined) === (h.value_env === undefined)) errors.add(`spec.headers[${i}]`, REFUSALS.headerValue);
     else if (!inlineCredentials && h.value !== undefined && statesCredential(h.name, h.value)) errors.add(`spec.headers[${i}].value`, REFUSALS.inlineHeaderCredential);
     if (h.value !== undefined) checkTemplateNames(h.value, `spec.headers[${i}].value`, errors);
