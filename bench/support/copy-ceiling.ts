@@ -65,7 +65,7 @@ async function createSameShape(client: pg.Client, name: string, options: { gin: 
       updated_at   timestamptz,
       unique (tenant_id, external_id)
     )`);
-  if (options.gin) await client.query(dataIndexSql(name, `bench.${name}`));
+  if (options.gin) await client.query(dataIndexSql(`bench.${name}`));
   await client.query(`create index ${name}_row_hash on bench.${name} (tenant_id, row_hash)`);
   await client.query(`create index ${name}_endpoint on bench.${name} (endpoint_id)`);
 }

@@ -13,7 +13,7 @@ import { deadLettersTotal, runsTotal } from './metrics.js';
 import { type DeadLetterInput, deadLettersStatement, insertDeadLetters } from './runs/dead-letters.js';
 import { addChunk, cancelRequested, type ChunkAnswer, chunkAdded, chunkStatement, createRun, runClosed, finishRun, heartbeat, holdRunning, INTERRUPTED_MESSAGE, inFlightError, ONE_IN_FLIGHT, RunClosedError, type RunRecord, runInFlight, type RunStatus } from './runs/ledger.js';
 import { advanceWatermark, readWatermark } from './store.js';
-import { type ExtSchema, publicTableMessage, tenantTableText } from './target/ddl.js';
+import { type ExtSchema, publicTableMessage, tableRegclassSql, tenantTableText } from './target/ddl.js';
 import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
 import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
@@ -548,7 +548,7 @@ export class ConnectorRunner {
         // place among the tenant's tables: tenant-cap.ts takeTablePlace).
         await this.o.db
           .withTenant(tenantId, (tx) =>
-            tx.query('delete from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2 and table_name = $3 and to_regclass($4) is null', [
+            tx.query(`delete from connectors.ext_tables where connector_id = $1 and endpoint_uuid = $2 and table_name = $3 and ${tableRegclassSql('$4')} is null`, [
               connector.id,
               endpoint.uuid,
               endpoint.target.table,

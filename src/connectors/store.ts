@@ -11,7 +11,7 @@ import { redactQueryCredentials } from './auth/stated-credentials.js';
 import { REDACTED, redactEndpoints, redactHeaders, redactManifest, shownBaseUrl } from './manifest/redact.js';
 import { checkManifest, type ConnectorDraft, type Issue } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
-import { catalogType, columnRoomRefusal, ddlLockName, EXT_COLUMNS, promoteColumnName, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
+import { catalogType, columnRoomRefusal, ddlLockName, EXT_COLUMNS, promoteColumnName, tableRegclassSql, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 import { isUuid } from '../validation/uuid.js';
@@ -224,7 +224,7 @@ export async function promoteConflicts(tx: Tx, draft: ConnectorDraft): Promise<I
   if (names.size > 0) {
     const { rows } = await tx.query<{ name: string; column: string; type: string; numbered: number }>(
       `select n.name, a.attname as column, format_type(a.atttypid, a.atttypmod) as type, c.relnatts::int as numbered
-         from unnest($1::text[]) as n(name) join pg_class c on c.oid = to_regclass(n.name)
+         from unnest($1::text[]) as n(name) join pg_class c on c.oid = ${tableRegclassSql('n.name')}
          join pg_attribute a on a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped`,
       [[...names.keys()]],
     );
@@ -348,7 +348,7 @@ async function storedRows(tx: Tx, table: string, endpointUuid: string): Promise<
     return 0;
   }
   if (tx.tenantId !== undefined) await tx.query('select pg_advisory_xact_lock_shared(hashtext($1))', [ddlLockName(tenantSchema(tx.tenantId))]);
-  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
+  const exists = await tx.query<{ t: string | null }>(`select ${tableRegclassSql('$1')} as t`, [tenantTableText(tx.tenantId, table)]);
   if (!exists.rows[0]?.t) return 0;
   try {
     const { rows } = await tx.query<{ n: string }>(`select count(*) as n from ${sql} where endpoint_id = $1`, [endpointUuid]);

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { tenantTableSql } from '../connectors/target/ddl.js';
+import { tableRegclassSql, tenantTableSql } from '../connectors/target/ddl.js';
 import type { Tx } from '../db/database.js';
 import { parseMapping } from './mapping.js';
 import type { EntityDef, EntitySource } from './types.js';
@@ -39,9 +39,9 @@ export class EntityDefinitionError extends Error {
 export async function sourceColumns(tx: Tx, tables: string[]): Promise<Map<string, Set<string> | undefined>> {
   const unique = [...new Set(tables)];
   const { rows } = await tx.query<{ table_name: string; exists: boolean; column: string | null }>(
-    `select s.table_name, to_regclass(s.regclass) is not null as exists, a.attname as column
+    `select s.table_name, ${tableRegclassSql('s.regclass')} is not null as exists, a.attname as column
        from unnest($1::text[], $2::text[]) as s(table_name, regclass)
-       left join pg_attribute a on a.attrelid = to_regclass(s.regclass) and a.attnum > 0 and not a.attisdropped`,
+       left join pg_attribute a on a.attrelid = ${tableRegclassSql('s.regclass')} and a.attnum > 0 and not a.attisdropped`,
     [unique, unique.map((t) => tenantTableSql(tx.tenantId, t))],
   );
   const out = new Map<string, Set<string> | undefined>(unique.map((t) => [t, undefined]));

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { tenantTableSql } from '../connectors/target/ddl.js';
+import { tableRegclassSql, tenantTableSql } from '../connectors/target/ddl.js';
 import type { Database, Tx } from '../db/database.js';
 import { EntityDefinitionError, typedEntityRelation } from '../entities/relation.js';
 import { entitiesOfScope } from '../entities/store.js';
@@ -212,7 +212,7 @@ export async function discoverCard(
     }
     const { rows: columns } = await tx.query<{ name: string; type: string }>(
       `select a.attname as name, format_type(a.atttypid, a.atttypmod) as type from pg_attribute a
-        where a.attrelid = to_regclass($1) and a.attnum > 0 and not a.attisdropped order by a.attnum`,
+        where a.attrelid = ${tableRegclassSql('$1')} and a.attnum > 0 and not a.attisdropped order by a.attnum`,
       [sql],
     );
     if (columns.length === 0) continue;

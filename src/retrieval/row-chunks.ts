@@ -1,5 +1,5 @@
 import { parseJsonExact } from '../connectors/engine/exact-json.js';
-import { tenantTableSql, tenantTableText } from '../connectors/target/ddl.js';
+import { tableRegclassSql, tenantTableSql, tenantTableText } from '../connectors/target/ddl.js';
 import type { Tx } from '../db/database.js';
 import { rowChunkText } from './content.js';
 
@@ -16,7 +16,7 @@ export async function existingTable(tx: Tx, tenantId: number, table: string): Pr
   } catch {
     return undefined;
   }
-  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tenantId, table)]);
+  const exists = await tx.query<{ t: string | null }>(`select ${tableRegclassSql('$1')} as t`, [tenantTableText(tenantId, table)]);
   return exists.rows[0]?.t ? sql : undefined;
 }
 

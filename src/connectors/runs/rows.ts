@@ -2,7 +2,7 @@ import type { Tx } from '../../db/database.js';
 import type { ScopeAccess } from '../../admin/scope-access.js';
 import { NotFoundError, ScopeNotGranted } from '../../errors.js';
 import { heldTables } from '../target/writers.js';
-import { extTableName, tenantTableSql, tenantTableText } from '../target/ddl.js';
+import { extTableName, tableRegclassSql, tenantTableSql, tenantTableText } from '../target/ddl.js';
 import { ExactNumber, jsonText, parseJsonExact } from '../engine/exact-json.js';
 
 /**
@@ -22,7 +22,7 @@ export async function rowByHash(tx: Tx, hash: string, access: ScopeAccess): Prom
   for (const { table_name } of tables) {
     const name = extTableName(table_name);
     if (!name) continue;
-    const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table_name)]);
+    const exists = await tx.query<{ t: string | null }>(`select ${tableRegclassSql('$1')} as t`, [tenantTableText(tx.tenantId, table_name)]);
     if (!exists.rows[0]?.t) continue;
     // As text, read as the engine reads a source (integers beyond ±(2^53 − 1) exactly).
     const found = await tx.query<{ data: string }>(`select data::text as data from ${tenantTableSql(tx.tenantId, table_name)} where tenant_id = core.current_tenant() and row_hash = $1 limit 1`, [hash]);

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { CLOSE_WAIT_MS, endPool, resilientPool } from '../../db/pool.js';
 import { grantAnalyticExt, type RoleNames } from '../../db/roles.js';
 import type { Tx } from '../../db/database.js';
+import { ValidationError } from '../../errors.js';
 import type { Promote, PromoteType } from '../types.js';
 
 /** `ext.<name>` -> `name`, or undefined when the name is not a safe identifier. */
@@ -56,18 +57,36 @@ export function publicTableMessage(tenantId: number, message: string): string {
   return message.replace(new RegExp(`"${schema}"\\.`, 'g'), 'ext.').replace(new RegExp(`\\b${schema}\\b`, 'g'), 'ext');
 }
 
-/** The name of the GIN index on the `data` of table `name` (in the table's schema). */
+/**
+ * The name PostgreSQL gives the GIN index on the `data` of table `name` (dataIndexSql) when nothing else
+ * has it and the two fit in 63 characters (the benchmark's tables; tables made before the hub let
+ * PostgreSQL name their indexes have theirs named `<name>_data`).
+ */
 export function dataIndexName(name: string): string {
-  return `${name}_data`;
+  return `${name}_data_idx`;
 }
 
 /**
- * The GIN index on the `data` of table `name` (`tableSql`: its quoted, qualified name), jsonb_path_ops
+ * The GIN index on the `data` of a table (`tableSql`: its quoted, qualified name), jsonb_path_ops
  * with PostgreSQL's default pending list, as the hub creates it; the ingest benchmark's COPY ceiling
- * builds its table's index with it too.
+ * builds its table's index with it too. PostgreSQL names it (as it names the table's other indexes):
+ * a name the hub made of the table's (`<name>_data`) was cut to 63 characters, so that of a table of
+ * 62 or 63 clashed with another index or the table itself, and it could be an `ext.<name>` another
+ * table of the tenant already had, or was to take.
  */
-export function dataIndexSql(name: string, tableSql: string): string {
-  return `create index ${pg.escapeIdentifier(dataIndexName(name))} on ${tableSql} using gin (data jsonb_path_ops)`;
+export function dataIndexSql(tableSql: string): string {
+  return `create index on ${tableSql} using gin (data jsonb_path_ops)`;
+}
+
+/**
+ * SQL of the table that the text `param` (a placeholder, `$1`, of a name as tenantTableText writes it) names, as
+ * a regclass, or null when no relation rows are read from has that name (a table, or a view an operator made
+ * there). to_regclass alone finds any relation, and the names PostgreSQL gives a table's indexes and identity
+ * sequence (`orders_pkey`, `orders_id_seq`) are valid `ext.<name>`s: such a name read as a table failed (an
+ * entity over it answered 500).
+ */
+export function tableRegclassSql(param: string): string {
+  return `(select c.oid::regclass from pg_class c where c.oid = to_regclass(${param}) and c.relkind in ('r', 'p', 'v', 'm', 'f'))`;
 }
 
 /** The columns every ext table has. */
@@ -86,17 +105,35 @@ export interface TableColumns {
   numbered: number;
 }
 
-/** The columns of table `text` (`ext_t7.partners`, quoted or not), or undefined when it does not exist. */
+const RELATION_KINDS: Record<string, string> = { i: 'an index', I: 'an index', S: 'a sequence', v: 'a view', m: 'a materialized view', f: 'a foreign table' };
+
+/**
+ * The columns of table `text` (`ext_t7.partners`, quoted or not), or undefined when it does not exist. A
+ * ValidationError (field `table`) when another relation has the name: one of another table's indexes or
+ * its sequence, which PostgreSQL names after the table (`orders_pkey`, `orders_id_seq`).
+ */
 export async function tableColumns(q: { query: Tx['query'] }, text: string): Promise<TableColumns | undefined> {
-  const { rows } = await q.query<{ numbered: number | null; column: string | null; type: string | null }>(
-    `select c.relnatts::int as numbered, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
+  const { rows } = await q.query<{ kind: string; name: string; owner: string | null; numbered: number | null; column: string | null; type: string | null }>(
+    `select c.relkind::text as kind, c.relname as name, coalesce(i.indrelid, d.refobjid)::regclass::text as owner,
+            c.relnatts::int as numbered, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
        from (select to_regclass($1) as oid) t
        join pg_class c on c.oid = t.oid
-       left join pg_attribute a on a.attrelid = t.oid and a.attnum > 0 and not a.attisdropped`,
+       left join pg_attribute a on c.relkind in ('r', 'p') and a.attrelid = t.oid and a.attnum > 0 and not a.attisdropped
+       left join pg_index i on i.indexrelid = t.oid
+       left join pg_depend d on c.relkind = 'S' and d.classid = 'pg_class'::regclass and d.objid = t.oid
+                            and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i')`,
     [text],
   );
   if (rows.length === 0) return undefined;
-  return { types: new Map(rows.filter((r) => r.column).map((r) => [r.column!, r.type!])), numbered: rows[0]!.numbered! };
+  const first = rows[0]!;
+  if (first.kind !== 'r' && first.kind !== 'p') {
+    const of = first.owner ? ` of ${first.owner.replace(/^[^.]*\./, 'ext.')}` : '';
+    throw new ValidationError(
+      `ext.${first.name} cannot be made a table: the name is taken by ${RELATION_KINDS[first.kind] ?? 'a relation'}${of} (PostgreSQL names a table's indexes and sequence after it); choose another table name`,
+      'table',
+    );
+  }
+  return { types: new Map(rows.filter((r) => r.column).map((r) => [r.column!, r.type!])), numbered: first.numbered! };
 }
 
 /**
@@ -212,9 +249,9 @@ export class ExtSchema {
             endpoint_id  uuid not null,
             unique (tenant_id, external_id)
           )`);
-        await client.query(dataIndexSql(name, ident));
-        await client.query(`create index ${pg.escapeIdentifier(`${name}_row_hash`)} on ${ident} (tenant_id, row_hash)`);
-        await client.query(`create index ${pg.escapeIdentifier(`${name}_endpoint`)} on ${ident} (endpoint_id)`);
+        await client.query(dataIndexSql(ident));
+        await client.query(`create index on ${ident} (tenant_id, row_hash)`);
+        await client.query(`create index on ${ident} (endpoint_id)`);
         await client.query(`alter table ${ident} enable row level security`);
         await client.query(`create policy tenant_isolation on ${ident} using (tenant_id = core.current_tenant()) with check (tenant_id = core.current_tenant())`);
       }

@@ -1,7 +1,7 @@
 import type { Tx } from '../../db/database.js';
 import { logger } from '../../observability/logger.js';
 import { settleRowChunks } from '../../retrieval/row-chunks.js';
-import { ddlLockName, tenantSchema, tenantTableSql, tenantTableText } from './ddl.js';
+import { ddlLockName, tableRegclassSql, tenantSchema, tenantTableSql, tenantTableText } from './ddl.js';
 import { KEY_ORDER_SQL } from './writer.js';
 import { CLEAR_RESUME } from '../resume.js';
 
@@ -230,7 +230,7 @@ async function deleteRows(tx: Tx, table: string, where: string, values: unknown[
   } catch {
     return 0; // a registration that names no usable table (never written by the runner)
   }
-  const exists = await tx.query<{ t: string | null }>('select to_regclass($1) as t', [tenantTableText(tx.tenantId, table)]);
+  const exists = await tx.query<{ t: string | null }>(`select ${tableRegclassSql('$1')} as t`, [tenantTableText(tx.tenantId, table)]);
   if (!exists.rows[0]?.t) return 0;
   return (await tx.query(`delete from ${sql} where id in (select id from ${sql} where ${where} order by ${KEY_ORDER_SQL} for update)`, values)).rowCount ?? 0;
 }
