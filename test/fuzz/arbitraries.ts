@@ -98,6 +98,16 @@ const NASTY_STRINGS = [
   '-2147483649',
   '4294967296',
   '-9223372036854775809',
+  // Dates a parser may take or not: a day that does not exist, past JavaScript's range, year 0, an offset past
+  // ±24 h, a leap second, PostgreSQL's special words.
+  '2024-02-30',
+  '+275760-09-14T00:00:00Z',
+  '0000-01-01T00:00:00Z',
+  '2024-01-01T00:00:00+25:00',
+  '2016-12-31T23:59:60Z',
+  'infinity',
+  'epoch',
+  'allballs',
 ];
 
 export const nastyString = fc.oneof(
@@ -256,7 +266,7 @@ export function bodyArbitrary(decl: RouteDecl): fc.Arbitrary<{ type: string; tex
       weight: 1,
       arbitrary: fc
         .tuple(
-          fc.constantFrom('text/plain', 'application/xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', '', 'APPLICATION/JSON', 'application/merge-patch+json', 'application/json-patch+json', 'text/json', 'application/*', '*/*', 'application/json;;', 'application/json; charset'),
+          fc.constantFrom('text/plain', 'application/yaml', 'application/xml', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', '', 'APPLICATION/JSON', 'application/merge-patch+json', 'application/json-patch+json', 'text/json', 'application/*', '*/*', 'application/json;;', 'application/json; charset'),
           fc.oneof(nastyString, shapedValue.map((v) => JSON.stringify(v) ?? 'null')),
         )
         .map(([type, text]) => ({ type, text })),
@@ -564,7 +574,10 @@ const CONTENT_ENCODINGS: Encoding[] = [
   { name: 'gzip', encode: (b) => b, refused: true },
   { name: 'br', encode: (b) => b, refused: true },
   { name: 'gzip', encode: (b) => gzipSync(b).subarray(0, 12), refused: true },
-  { name: 'GZIP', encode: (b) => gzipSync(b), refused: true },
+  // A content-coding's name in any case (RFC 9110).
+  { name: 'GZIP', encode: (b) => gzipSync(b) },
+  { name: 'Deflate', encode: (b) => deflateSync(b) },
+  { name: 'BR', encode: (b) => brotliCompressSync(b) },
   { name: 'gzip, gzip', encode: (b) => gzipSync(gzipSync(b)), refused: true },
   { name: 'compress', encode: (b) => b, refused: true },
   { name: '', encode: (b) => b },
