@@ -288,7 +288,7 @@ describe('connector deletes and endpoint purges at once', () => {
     // lock it takes ends with its statement. It has found ext.rb_d; the delete drops it and commits
     // before the count.
     const draft = checkManifest(manifestOf('raft', [{ id: 'w', table: 'ext.rb_w2' }])).connector!;
-    const hold = holdAfter(/^select to_regclass/);
+    const hold = holdAfter(/^select \(select c\.oid::regclass from pg_class c where c\.oid = to_regclass\(\$1\)/);
     const validated = outcome(t.db.readWithTenant(1, (tx) => targetChanges(hold.wrap(tx), draft)).then((changes) => JSON.stringify(changes)), true);
     await hold.held;
     expect(await outcome(t.db.withTenant(1, (tx) => deleteConnector(tx, 'pier')), true)).toBe('committed: true');
