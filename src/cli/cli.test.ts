@@ -301,12 +301,13 @@ describe('login, whoami, logout', () => {
     const file = join(dir, 'api-suffix.json');
     const bad = await svc(['login', '--url', `${hub.url}/api/`, '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });
     expect(bad.code).toBe(1);
-    expect(bad.err).toContain(`the hub's URL is its base, without /api (${hub.url})`);
+    // Like every refusal at login, it says that nothing was stored.
+    expect(bad.err).toBe(`error: not found; the hub's URL is its base, without /api (${hub.url}); nothing was stored (HTTP 404)\n`);
     expect(existsSync(file)).toBe(false);
-    // The same hint for a URL from the environment.
+    // The same hint for a URL from the environment (nothing is stored there, so it does not say so).
     const env = await svc(['connectors', 'ls'], { env: { SVC_CLI_CONFIG: file, SVC_URL: `${hub.url}/api`, SVC_DEV_TENANT: '1' } });
     expect(env.code).toBe(1);
-    expect(env.err).toContain(`without /api (${hub.url})`);
+    expect(env.err).toBe(`error: not found; the hub's URL is its base, without /api (${hub.url}) (HTTP 404)\n`);
   });
 
   it('--all lists a record once when it moved to a later page between two pages (deliveries, failures first)', async () => {

@@ -234,7 +234,7 @@ export class Hub {
     if (status === 401) {
       return `${message}; no credential was sent: svc login --url ${this.target.url} --token-stdin (or --dev-tenant ID), or set SVC_TOKEN (or SVC_DEV_TENANT)`;
     }
-    if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})`;
+    if (status === 404 && /\/api\/*$/i.test(this.target.url)) return `${message}; the hub's URL is its base, without /api (${this.target.url.replace(/\/api\/*$/i, '')})${nothingStored(this.target)}`;
     if (status === 404 && !missingObject(body)) return `${message}; ${this.notServed(method, route)}`;
     return message;
   }
