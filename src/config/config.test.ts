@@ -281,6 +281,15 @@ describe('validation at start', () => {
     expect(loadError({ SVC_HTTP_HOST: '0.0.0.0' }).property).toBe('svc.http.host');
   });
 
+  it('a combination refused names the property with its environment variable, as every configuration error does', () => {
+    expect(loadError({ SVC_HTTP_HOST: '0.0.0.0' }).message).toBe(
+      'svc.http.host (SVC_HTTP_HOST): with the dev bypass on the hub listens on a loopback address only, not 0.0.0.0',
+    );
+    expect(loadError({ SVC_PROFILE: 'prod', SVC_SECURITY_DEV_BYPASS: 'true', SVC_SECRET_MASTER_KEY: 'k'.repeat(44) }).message).toBe(
+      'svc.security.dev-bypass (SVC_SECURITY_DEV_BYPASS): the dev bypass must never be on in the prod profile',
+    );
+  });
+
   it('an issuer turns the bypass off by default and listens on all interfaces', () => {
     const config = Config.load({ env: { ...ISSUER } });
     expect(config.bool('svc.security.dev-bypass')).toBe(false);

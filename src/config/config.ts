@@ -121,13 +121,13 @@ export class Config {
     const prod = this.string('svc.profile') === 'prod';
     const bypass = this.bool('svc.security.dev-bypass');
     if (prod && bypass) {
-      throw new ConfigError('svc.security.dev-bypass', 'svc.security.dev-bypass: the dev bypass must never be on in the prod profile');
+      throw new ConfigError('svc.security.dev-bypass', 'svc.security.dev-bypass (SVC_SECURITY_DEV_BYPASS): the dev bypass must never be on in the prod profile');
     }
     if (!bypass && !this.optional('svc.oidc.issuer')) {
       throw new ConfigError('svc.oidc.issuer', 'svc.oidc.issuer (SVC_OIDC_ISSUER) is required when the dev bypass is off');
     }
     if (bypass && !isLoopback(this.string('svc.http.host'))) {
-      throw new ConfigError('svc.http.host', `svc.http.host: with the dev bypass on the hub listens on a loopback address only, not ${this.string('svc.http.host')}`);
+      throw new ConfigError('svc.http.host', `svc.http.host (SVC_HTTP_HOST): with the dev bypass on the hub listens on a loopback address only, not ${this.string('svc.http.host')}`);
     }
     if (prod && !this.optional('svc.secret.master-key')) {
       throw new ConfigError('svc.secret.master-key', 'svc.secret.master-key (SVC_SECRET_MASTER_KEY) is required in the prod profile');
