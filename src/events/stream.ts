@@ -73,6 +73,12 @@ interface SubscribeOptions {
    */
   waiting?: () => number;
   maxWaiting?: number;
+  /**
+   * A subscription without `afterId`: told the id of the outbox position it starts after, before
+   * anything is delivered, so that the client can resume from there (SSE `id:`) should it lose
+   * the connection before its first event.
+   */
+  onStart?: (afterId: number) => void;
   /** Called once when the subscription ends for any reason other than close() by its owner. */
   onEnd?: (reason: string) => void;
   /**
@@ -373,6 +379,7 @@ export class LiveStream {
       const head = await this.startingHead();
       if (options.afterId === undefined) {
         sub.position = head;
+        options.onStart?.(head.id);
         // The poller is at that head: it delivers every later event. It is past it when its own
         // first read of the head ended before this one's (nobody listened before): the events
         // between are read from the table first, as a resume's are.

@@ -170,6 +170,24 @@ describe('GET /api/platform/events/stream', () => {
     again.close();
   });
 
+  it('a fresh stream states where it starts, as an id without data before anything else: a client cut before its first event resumes from there and misses nothing', async () => {
+    const first = await open();
+    await first.waitFor(() => first.frames.some((f) => f.id !== undefined));
+    // Right after the opening comment, before any heartbeat or event; no data, so no message.
+    expect(first.frames[1]).toEqual({ id: expect.stringMatching(/^\d+$/) });
+    const start = first.frames[1]!.id!;
+    first.close();
+    for (const orgId of [501, 502, 503]) await updated(1, orgId);
+    await updated(2, 998);
+    const again = await open('', { 'X-Tenant-ID': '1', 'Last-Event-ID': start });
+    await updated(1, 504); // the marker
+    await again.waitFor(() => again.events().some((e) => e.payload.orgId === 504));
+    expect(again.events().map((e) => e.payload.orgId)).toEqual([501, 502, 503, 504]);
+    // A resumed stream states nothing of the kind: its client has its Last-Event-ID.
+    expect(again.frames.filter((f) => f.id !== undefined && f.data === undefined)).toEqual([]);
+    again.close();
+  });
+
   it('a Last-Event-ID above every event id starts at the newest event, not at the oldest', async () => {
     let newest = 0;
     for (const orgId of [390, 391]) newest = await updated(1, orgId); // history it must not replay

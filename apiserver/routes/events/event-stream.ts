@@ -64,7 +64,7 @@ export const eventStreamRoutes: RouteDecl[] = [
     audit: 'egress',
     description:
       'Each `data:` line is `{topic, payload, capturedAt}` with `payload` a JSON-encoded string. Each frame has an `id`; reconnect with `Last-Event-ID` to resume without loss. ' +
-      'The stream opens with `retry: 3000` and the comment `: connected; heartbeat <ms>`, the period of the heartbeats, comment lines `: ping`. A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state). ' +
+      'The stream opens with `retry: 3000` and the comment `: connected; heartbeat <ms>`, the period of the heartbeats, comment lines `: ping`; one opened without `Last-Event-ID` then states where it starts, `id: <outbox id>` without data (no message: it sets the client\'s last event id, so a client cut before its first event resumes from there). A resume catches up at the client\'s pace from any distance (one that takes nothing for four heartbeat periods is disconnected as too slow); a live client that still has more than `svc.events.stream.max-buffer` bytes of earlier polls unread when a poll starts is disconnected and should reconnect with `Last-Event-ID`. The stream ends when the token that opened it expires (`: the token expired; reconnect with Last-Event-ID`): reconnect with a fresh token. It also ends, at a heartbeat, once its tenant is deactivated or its user locked or deactivated (`: access ended: tenant inactive; …`, as a new call would be refused; within the 10 s the hub caches that state). ' +
       'A scope-bound caller\'s stream leaves out the `connector.run.*`, `data.row.changed` and `decision.dormant.*` events whose payload names no connector, ext table or workflow every scope of which they hold (whether the caller is bound, and what they hold, is read again at each heartbeat; docs/operations.md, "Live event stream").',
     query: {
       type: 'object',
@@ -186,6 +186,13 @@ export const eventStreamRoutes: RouteDecl[] = [
         // than max-buffer does not end a client that reads promptly.
         waiting: () => out.writableLength,
         maxWaiting: maxBuffer,
+        // A fresh stream states where it starts, as an event id without data (which sets the
+        // client's Last-Event-ID and is no message): one cut before its first event resumes from
+        // there, instead of at the newest event then, which lost what was written meanwhile. The
+        // id is the outbox's (ids are shared by all tenants: docs/security.md).
+        onStart: (afterId) => {
+          if (!out.writableEnded) out.write(`id: ${afterId}\n\n`);
+        },
         onEnd: (reason) => finish(`${reason}; reconnect with Last-Event-ID`, reason === SERVER_STOPPING ? Math.min(STOP_CUT_MS, heartbeatMs) : heartbeatMs),
       });
       if (gone.signal.aborted) {
