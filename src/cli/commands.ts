@@ -1304,10 +1304,9 @@ async function warnEmptyCard(c: Ctx, scope: string): Promise<void> {
 
 /** A status's counts, when it has them all (an older hub's lacks `pendingRows`). */
 function notSearchable(status: Row): { chunks: number; embedded: number; setAside: number; waiting: number; pendingRows: number } | undefined {
-  const { chunks, embedded, setAside, pendingRows } = status;
-  if (![chunks, embedded, setAside, pendingRows].every((n) => typeof n === 'number')) return undefined;
-  const [all, done, aside] = [chunks, embedded, setAside] as number[];
-  return { chunks: all!, embedded: done!, setAside: aside!, waiting: all! - done! - aside!, pendingRows: pendingRows as number };
+  const { chunks, embedded, setAside, pendingRows } = status as Partial<Record<'chunks' | 'embedded' | 'setAside' | 'pendingRows', unknown>>;
+  if (typeof chunks !== 'number' || typeof embedded !== 'number' || typeof setAside !== 'number' || typeof pendingRows !== 'number') return undefined;
+  return { chunks, embedded, setAside, waiting: chunks - embedded - setAside, pendingRows };
 }
 
 /**

@@ -18,6 +18,11 @@ export class ConfigError extends Error {
     super(message);
     this.name = 'ConfigError';
   }
+
+  /** The error as every configuration error is said: `<property> (<its environment variable>): <what is wrong>`. */
+  static of(property: string, what: string): ConfigError {
+    return new ConfigError(property, `${property} (${envName(property)}): ${what}`);
+  }
 }
 
 interface LoadOptions {
@@ -121,13 +126,13 @@ export class Config {
     const prod = this.string('svc.profile') === 'prod';
     const bypass = this.bool('svc.security.dev-bypass');
     if (prod && bypass) {
-      throw new ConfigError('svc.security.dev-bypass', 'svc.security.dev-bypass (SVC_SECURITY_DEV_BYPASS): the dev bypass must never be on in the prod profile');
+      throw ConfigError.of('svc.security.dev-bypass', 'the dev bypass must never be on in the prod profile');
     }
     if (!bypass && !this.optional('svc.oidc.issuer')) {
       throw new ConfigError('svc.oidc.issuer', 'svc.oidc.issuer (SVC_OIDC_ISSUER) is required when the dev bypass is off');
     }
     if (bypass && !isLoopback(this.string('svc.http.host'))) {
-      throw new ConfigError('svc.http.host', `svc.http.host (SVC_HTTP_HOST): with the dev bypass on the hub listens on a loopback address only, not ${this.string('svc.http.host')}`);
+      throw ConfigError.of('svc.http.host', `with the dev bypass on the hub listens on a loopback address only, not ${this.string('svc.http.host')}`);
     }
     if (prod && !this.optional('svc.secret.master-key')) {
       throw new ConfigError('svc.secret.master-key', 'svc.secret.master-key (SVC_SECRET_MASTER_KEY) is required in the prod profile');
@@ -137,7 +142,7 @@ export class Config {
     for (const name of ['svc.export.concurrency', 'svc.analytic.concurrency']) {
       const n = this.int(name);
       if (n > pool - 2) {
-        throw new ConfigError(name, `${name} (${envName(name)}): ${n} must leave at least 2 connections of svc.datasource.pool-size (${pool}) to the rest of the hub (each run holds one): at most ${pool - 2}`);
+        throw ConfigError.of(name, `${n} must leave at least 2 connections of svc.datasource.pool-size (${pool}) to the rest of the hub (each run holds one): at most ${pool - 2}`);
       }
     }
   }
@@ -210,7 +215,7 @@ function coerce(def: PropertyDef, value: string | number | boolean, origin: stri
   const text = String(value).trim();
   const fail = (expected: string): never => {
     const where = origin === 'default' ? 'default' : origin;
-    throw new ConfigError(def.name, `${def.name} (${envName(def.name)}): '${shownValue(text)}' from ${where} is not ${expected}`);
+    throw ConfigError.of(def.name, `'${shownValue(text)}' from ${where} is not ${expected}`);
   };
   switch (def.kind) {
     case 'int': {

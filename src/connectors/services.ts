@@ -108,7 +108,7 @@ export function createConnectorServices(deps: ConnectorDeps): ConnectorServices 
   });
   const staleAfter = config.duration('svc.connectors.run-stale-after');
   if (staleAfter <= config.duration('svc.connectors.heartbeat-every')) {
-    throw new ConfigError('svc.connectors.run-stale-after', 'svc.connectors.run-stale-after (SVC_CONNECTORS_RUN_STALE_AFTER): must be longer than svc.connectors.heartbeat-every, or live runs would be failed as interrupted');
+    throw ConfigError.of('svc.connectors.run-stale-after', 'must be longer than svc.connectors.heartbeat-every, or live runs would be failed as interrupted');
   }
   /** A run failed as interrupted (by the sweep, or by a cancel of a run whose process died): its event, in the transaction that ended it. */
   const emitInterrupted = async (tx: Tx, tenantId: number | undefined, runId: string, connectorId: string) => {

@@ -282,16 +282,16 @@ export function createMailer(config: Config): Mailer {
   if (!host) return new MockedMailer();
   const from = config.string('svc.mail.from');
   const address = /<([^<>]*)>\s*$/.exec(from)?.[1] ?? from;
-  if (!isAddress(address.trim())) throw new ConfigError('svc.mail.from', `svc.mail.from (SVC_MAIL_FROM): '${from}' is not an e-mail address`);
+  if (!isAddress(address.trim())) throw ConfigError.of('svc.mail.from', `'${from}' is not an e-mail address`);
   const caPath = config.optional('svc.mail.tls-ca');
   let ca: string | undefined;
   if (caPath) {
     try {
       ca = readFileSync(caPath, 'utf8');
     } catch (err) {
-      throw new ConfigError('svc.mail.tls-ca', `svc.mail.tls-ca (SVC_MAIL_TLS_CA): cannot read ${caPath}: ${(err as Error).message}`);
+      throw ConfigError.of('svc.mail.tls-ca', `cannot read ${caPath}: ${(err as Error).message}`);
     }
-    if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError('svc.mail.tls-ca', `svc.mail.tls-ca (SVC_MAIL_TLS_CA): ${caPath} holds no PEM certificate`);
+    if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw ConfigError.of('svc.mail.tls-ca', `${caPath} holds no PEM certificate`);
   }
   return new SmtpMailer({
     host,

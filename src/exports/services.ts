@@ -181,7 +181,7 @@ export function createExportServices(deps: ExportDeps): ExportServices {
   const heartbeatEveryMs = config.duration('svc.export.heartbeat-every');
   const staleAfterMs = config.duration('svc.export.run-stale-after');
   if (staleAfterMs <= heartbeatEveryMs) {
-    throw new ConfigError('svc.export.run-stale-after', 'svc.export.run-stale-after (SVC_EXPORT_RUN_STALE_AFTER): must be longer than svc.export.heartbeat-every, or live runs would be failed as interrupted');
+    throw ConfigError.of('svc.export.run-stale-after', 'must be longer than svc.export.heartbeat-every, or live runs would be failed as interrupted');
   }
   // At most svc.datasource.pool-size − 2: checked with the configuration (Config.checkCombinations).
   const concurrency = { total: config.int('svc.export.concurrency'), perTenant: config.int('svc.export.concurrency-per-tenant') };

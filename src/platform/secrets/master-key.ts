@@ -27,7 +27,7 @@ export function loadMasterKeys(config: Config): MasterKeys {
   entries.forEach((entry, i) => {
     const key = parseMasterKey(entry);
     const which = entries.length > 1 ? `entry ${i + 1} of ${entries.length}: ` : '';
-    if (!key) throw new ConfigError(PREVIOUS, `${PREVIOUS} (${envName(PREVIOUS)}): ${which}not a valid key; expected ${FORMAT}, comma-separated (got ${entry.length} characters)`);
+    if (!key) throw ConfigError.of(PREVIOUS, `${which}not a valid key; expected ${FORMAT}, comma-separated (got ${entry.length} characters)`);
     register(key);
     if (!key.equals(current) && !previous.some((k) => k.equals(key))) previous.push(key);
   });
@@ -61,7 +61,7 @@ export function loadMasterKey(config: Config): Buffer {
   if (configured !== undefined) {
     registerSecret(configured);
     const key = parseMasterKey(configured);
-    if (!key) throw new ConfigError(PROPERTY, `${PROPERTY} (${envName(PROPERTY)}): not a valid key; expected ${FORMAT} (got ${configured.trim().length} characters)`);
+    if (!key) throw ConfigError.of(PROPERTY, `not a valid key; expected ${FORMAT} (got ${configured.trim().length} characters)`);
     register(key);
     return key;
   }

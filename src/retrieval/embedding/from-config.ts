@@ -25,7 +25,7 @@ export function embeddingFromConfig(config: Config, egress: EgressPolicy): Embed
       return new LocalEmbedding({ batchSize: config.int('svc.embedding.batch'), threads: config.int('svc.embedding.local-threads') });
     case 'openai': {
       const baseUrl = config.optional('svc.embedding.base-url');
-      if (!baseUrl) throw new ConfigError('svc.embedding.base-url', 'svc.embedding.base-url (SVC_EMBEDDING_BASE_URL): required when svc.embedding.provider is openai');
+      if (!baseUrl) throw ConfigError.of('svc.embedding.base-url', 'required when svc.embedding.provider is openai');
       return new OpenAiEmbedding({
         baseUrl,
         model: config.string('svc.embedding.model'),
