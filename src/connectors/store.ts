@@ -11,7 +11,7 @@ import { redactQueryCredentials } from './auth/stated-credentials.js';
 import { REDACTED, redactEndpoints, redactHeaders, redactManifest, shownBaseUrl } from './manifest/redact.js';
 import { checkManifest, type ConnectorDraft, type Issue } from './manifest/validate.js';
 import { inFlightError, runInFlight } from './runs/ledger.js';
-import { catalogType, columnRoomRefusal, ddlLockName, EXT_COLUMNS, promoteColumnName, tableRegclassSql, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
+import { catalogType, columnRoomRefusal, ddlLockName, EXT_COLUMNS, promoteColumnName, tableRegclassSql, takenRefusal, takenTableNames, tenantSchema, tenantTableSql, tenantTableText } from './target/ddl.js';
 import { dropConnectorData, purgeEndpointData } from './target/drop.js';
 import type { ConnectorSpec, EndpointSpec, PaginationKind } from './types.js';
 import { isUuid } from '../validation/uuid.js';
@@ -115,6 +115,8 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
   const first = check.errors[0];
   if (first || !check.connector) throw new ValidationError(first?.message ?? 'invalid manifest', first?.field || undefined);
   const draft = check.connector;
+  const taken = (await tableNameRefusals(tx, draft))[0];
+  if (taken) throw new ValidationError(taken.message, taken.field);
   // The object's turn first (takeObjectTurn): before its row, the tenant's turn and its owner record.
   await takeObjectTurn(tx, 'connectors', draft.name);
   // Locked as the upsert below would lock it: the connector replaced is the one read (replacedScopes).
@@ -196,6 +198,23 @@ export async function applyConnector(tx: Tx, manifest: unknown, opts: ApplyOptio
 function storedFormOf(draft: ConnectorDraft, stored: ConnectorRow): unknown {
   const uuids = new Map((stored.spec.endpoints ?? []).map((e) => [e.id, e.uuid]));
   return { ...draft, id: stored.id, tenantId: Number(stored.tenant_id), endpoints: draft.endpoints.map((e) => ({ ...e, uuid: uuids.get(e.id) })) };
+}
+
+/**
+ * The target tables of `draft` whose name another relation of the tenant's than a table has (an index, a sequence, a
+ * view …: PostgreSQL names a table's indexes and sequence after it, `ext.orders_pkey`): every run of the endpoint
+ * would fail on it (ExtSchema.ensureTable), so apply refuses it (400) and validate answers it as an error, each
+ * naming `spec.endpoints[i].target.table` with the run's refusal. A name of no relation yet is fine: the run makes the table.
+ */
+export async function tableNameRefusals(tx: Tx, draft: ConnectorDraft): Promise<Issue[]> {
+  const taken = await takenTableNames(tx, draft.endpoints.map((e) => e.target.table));
+  const issues: Issue[] = [];
+  for (const [i, endpoint] of draft.endpoints.entries()) {
+    const what = taken.get(endpoint.target.table);
+    const field = `spec.endpoints[${i}].target.table`;
+    if (what) issues.push({ field, message: `${field}: ${takenRefusal(endpoint.target.table, what)}` });
+  }
+  return issues;
 }
 
 /**

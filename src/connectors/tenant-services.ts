@@ -25,6 +25,7 @@ import {
   connectorScopesById,
   lockedConnectorScopes,
   promoteConflicts,
+  tableNameRefusals,
   purgeEndpoint,
   resetCursor,
   targetChanges,
@@ -138,7 +139,13 @@ export function connectorTenantServices(db: Database, runner: ConnectorRunner, i
         const check = checkManifest(manifest, { inlineCredentials, egress });
         const draft = check.connector;
         if (!draft) return check;
-        const { changes, types } = await db.readWithTenant(t, async (tx) => ({ changes: await targetChanges(tx, draft), types: await promoteConflicts(tx, draft) }));
+        const { taken, changes, types } = await db.readWithTenant(t, async (tx) => ({
+          taken: await tableNameRefusals(tx, draft),
+          changes: await targetChanges(tx, draft),
+          types: await promoteConflicts(tx, draft),
+        }));
+        // A target table another relation has the name of: apply refuses it (applyConnector), validate says so as an error.
+        if (taken.length) return { errors: taken, warnings: check.warnings };
         return { ...check, warnings: [...check.warnings, ...changes.flatMap((c) => (c.warning ? [c.warning] : [])), ...types] };
       },
       list: (t) => db.readWithTenant(t, (tx) => listConnectorsJson(tx)),

@@ -1,3 +1,4 @@
+import { takenRefusal, takenTableNames } from '../connectors/target/ddl.js';
 import type { Tx } from '../db/database.js';
 import { ValidationError } from '../errors.js';
 import { unchangedApply } from '../manifests/canonical.js';
@@ -121,9 +122,17 @@ export async function applyEntity(tx: Tx, manifest: unknown, opts: { actor?: str
 async function checkSources(tx: Tx, draft: EntityDraft): Promise<Issue[]> {
   const warnings: Issue[] = [];
   const catalog = await sourceColumns(tx, draft.sources.map((s) => s.table));
+  // A name no table has may be another relation's: one of a table's indexes or its sequence (`ext.orders_pkey`), never read as a table.
+  const missing = draft.sources.filter((s) => !catalog.get(s.table)).map((s) => s.table);
+  const taken = missing.length ? await takenTableNames(tx, missing, { read: true }) : undefined;
   const paths: Array<{ field: string; path: string; text: string }> = [];
   for (const [i, source] of draft.sources.entries()) {
     const columns = catalog.get(source.table);
+    const what = taken?.get(source.table);
+    if (what) {
+      const field = `spec.sources[${i}].table`;
+      throw new ValidationError(`${field}: ${takenRefusal(source.table, what, 'read as')}`, field);
+    }
     if (!columns) {
       warnings.push({
         field: `spec.sources[${i}].table`,

@@ -1,11 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { ownerClient } from '../../../test/harness/api-client.js';
 import { startTestHub, type TestHub } from '../../../test/harness/hub.js';
 import { until } from '../../../test/harness/until.js';
 
 /**
  * An ext table may take any name `ext.<name>` allows (a lower-case identifier of up to 63 characters), on a real hub
  * through the CSV ingest: the indexes and sequence PostgreSQL keeps beside a table (named after it) neither stop a table
- * of the longest names from being made nor pass for a table where one is read or written.
+ * of the longest names from being made nor pass for a table where one is read or written, and a connector or entity
+ * naming one is refused at its apply.
  */
 
 let hub: TestHub;
@@ -65,20 +67,74 @@ describe('ext table names', () => {
     }
   });
 
-  it('an entity over such a name finds no table there: a warning at its apply, and its download the 409 of a source not ingested yet (was a 500)', async () => {
-    expect((await ingest('stock')).run?.status).toBe('Completed');
-    const manifest = {
-      apiVersion: 'apps.svc.io/v1',
-      kind: 'Entity',
-      metadata: { name: 'stock-key' },
-      spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }], sources: [{ table: 'ext.stock_tenant_id_external_id_key', key: 'external_id', columns: { id: 'external_id' } }] },
-    };
-    const applied = await call('POST', '/api/entities/apply', JSON.stringify(manifest));
+  it('an entity over such a name is refused at its apply; one applied while the name was free finds no table there: its download the 409 of a source not ingested yet (was a 500)', async () => {
+    const entity = (name: string, table: string) =>
+      JSON.stringify({
+        apiVersion: 'apps.svc.io/v1',
+        kind: 'Entity',
+        metadata: { name },
+        spec: { scope: 'crm', key: 'id', columns: [{ name: 'id', type: 'text' }], sources: [{ table, key: 'external_id', columns: { id: 'external_id' } }] },
+      });
+    // Applied while no relation has the name: a warning, as for any table not made yet.
+    const applied = await call('POST', '/api/entities/apply', entity('stock-key', 'ext.stock_tenant_id_external_id_key'));
     expect(applied).toMatchObject({ status: 201, body: { warnings: [{ field: 'spec.sources[0].table', message: expect.stringContaining('does not exist yet') }] } });
+    // Then PostgreSQL gives the name to an index of the table made after it.
+    expect((await ingest('stock')).run?.status).toBe('Completed');
     const download = await call('GET', '/api/exports/entities/stock-key/download');
     expect({ status: download.status, body: download.body }).toEqual({
       status: 409,
       body: { error: 'entity stock-key cannot be read: source table ext.stock_tenant_id_external_id_key of entity stock-key does not exist; ingest its sources first or fix the entity' },
     });
+    // Applied (again, or anew) now: refused, naming what has the name. A table's own name is read.
+    for (const name of ['stock-key', 'stock-seq']) {
+      const table = name === 'stock-key' ? 'ext.stock_tenant_id_external_id_key' : 'ext.stock_id_seq';
+      const what = name === 'stock-key' ? 'an index of ext.stock' : 'a sequence of ext.stock';
+      const refused = await call('POST', '/api/entities/apply', entity(name, table));
+      expect({ status: refused.status, body: refused.body }).toEqual({
+        status: 400,
+        body: {
+          error: `spec.sources[0].table: ${table} cannot be read as a table: the name is taken by ${what} (PostgreSQL names a table's indexes and sequence after it); choose another table name`,
+          field: 'spec.sources[0].table',
+        },
+      });
+    }
+    expect(await call('POST', '/api/entities/apply', entity('stock', 'ext.stock'))).toMatchObject({ status: 201, body: { warnings: [] } });
+  });
+
+  it('a connector whose target names an index, a sequence or a view is refused at apply and validate, as its run would be; a name of no relation yet is accepted', async () => {
+    expect((await ingest('items')).run?.status).toBe('Completed');
+    // An index named as the hub named them before PostgreSQL did (`<name>_row_hash`: a table made by an older hub), and a view someone else made.
+    const owner = await ownerClient(hub.ownerUrl);
+    try {
+      await owner.query('create index items_row_hash on ext_t1.items (tenant_id, row_hash)');
+      await owner.query('create view ext_t1.items_view as select external_id from ext_t1.items');
+    } finally {
+      await owner.end();
+    }
+    const connector = (name: string, table: string) =>
+      JSON.stringify({
+        apiVersion: 'connectors.svc.io/v1',
+        kind: 'Connector',
+        metadata: { name },
+        connector_type: 'rest-generic',
+        spec: { base_url: 'http://127.0.0.1:9', endpoints: [{ id: 'items', path: '/items', target: { table, unique_key: '$.id' } }] },
+      });
+    const field = 'spec.endpoints[0].target.table';
+    for (const [table, what] of [
+      ['items_pkey', 'an index of ext.items'],
+      ['items_id_seq', 'a sequence of ext.items'],
+      ['items_tenant_id_external_id_key', 'an index of ext.items'],
+      ['items_row_hash', 'an index of ext.items'],
+      ['items_view', 'a view'],
+    ]) {
+      const error = `${field}: ext.${table} cannot be made a table: the name is taken by ${what} (PostgreSQL names a table's indexes and sequence after it); choose another table name`;
+      const applied = await call('POST', '/api/connectors/apply', connector('into-taken', `ext.${table}`));
+      expect({ table, status: applied.status, body: applied.body }).toEqual({ table, status: 400, body: { error, field } });
+      const checked = await call('POST', '/api/connectors/validate', connector('into-taken', `ext.${table}`));
+      expect({ table, status: checked.status, errors: checked.body.errors }).toEqual({ table, status: 200, errors: [{ field, message: error }] });
+    }
+    expect((await call('GET', '/api/connectors/into-taken')).status).toBe(404);
+    // A name of no relation yet (the run makes the table), and a table's own name, are accepted.
+    for (const table of ['items_new', 'items']) expect({ table, status: (await call('POST', '/api/connectors/apply', connector(`into-${table}`.replace('_', '-'), `ext.${table}`))).status }).toEqual({ table, status: 201 });
   });
 });

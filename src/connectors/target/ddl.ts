@@ -86,8 +86,11 @@ export function dataIndexSql(tableSql: string): string {
  * entity over it answered 500).
  */
 export function tableRegclassSql(param: string): string {
-  return `(select c.oid::regclass from pg_class c where c.oid = to_regclass(${param}) and c.relkind in ('r', 'p', 'v', 'm', 'f'))`;
+  return `(select c.oid::regclass from pg_class c where c.oid = to_regclass(${param}) and c.relkind in (${READ_KINDS}))`;
 }
+
+/** The kinds of relation (pg_class.relkind) rows are read from as from a table: tables, views, materialized views, foreign tables. */
+const READ_KINDS = `'r', 'p', 'v', 'm', 'f'`;
 
 /** The columns every ext table has. */
 export const EXT_COLUMNS = ['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id'] as const;
@@ -108,32 +111,72 @@ export interface TableColumns {
 const RELATION_KINDS: Record<string, string> = { i: 'an index', I: 'an index', S: 'a sequence', v: 'a view', m: 'a materialized view', f: 'a foreign table' };
 
 /**
+ * The joins (after `pg_class c`, the relation of oid `oid`) that give `owner`: the table an index is on, or the one
+ * whose column a sequence belongs to (an identity or serial column's).
+ */
+function ownerJoinsSql(oid: string): string {
+  return `left join pg_index i on i.indexrelid = ${oid}
+       left join pg_depend d on c.relkind = 'S' and d.classid = 'pg_class'::regclass and d.objid = ${oid}
+                            and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i')`;
+}
+const OWNER_SQL = 'coalesce(i.indrelid, d.refobjid)::regclass::text as owner';
+
+/** What has a name that is no table's: `an index of ext.orders`, `a sequence of ext.orders`, `a view`. */
+function relationText(r: { kind: string; owner: string | null }): string {
+  return `${RELATION_KINDS[r.kind] ?? 'a relation'}${r.owner ? ` of ${r.owner.replace(/^[^.]*\./, 'ext.')}` : ''}`;
+}
+
+/**
+ * Why `table` (`ext.<name>`) cannot be a table where `what` (relationText) has that name:
+ * `ext.orders_pkey cannot be made a table: the name is taken by an index of ext.orders …`. A run's refusal
+ * (tableColumns) and a connector apply's (takenTableNames) say the same; an entity's apply, whose sources are read, `cannot be read as a table`.
+ */
+export function takenRefusal(table: string, what: string, be: 'made' | 'read as' = 'made'): string {
+  return `${table} cannot be ${be} a table: the name is taken by ${what} (PostgreSQL names a table's indexes and sequence after it); choose another table name`;
+}
+
+/**
  * The columns of table `text` (`ext_t7.partners`, quoted or not), or undefined when it does not exist. A
  * ValidationError (field `table`) when another relation has the name: one of another table's indexes or
  * its sequence, which PostgreSQL names after the table (`orders_pkey`, `orders_id_seq`).
  */
 export async function tableColumns(q: { query: Tx['query'] }, text: string): Promise<TableColumns | undefined> {
   const { rows } = await q.query<{ kind: string; name: string; owner: string | null; numbered: number | null; column: string | null; type: string | null }>(
-    `select c.relkind::text as kind, c.relname as name, coalesce(i.indrelid, d.refobjid)::regclass::text as owner,
+    `select c.relkind::text as kind, c.relname as name, ${OWNER_SQL},
             c.relnatts::int as numbered, a.attname as column, format_type(a.atttypid, a.atttypmod) as type
        from (select to_regclass($1) as oid) t
        join pg_class c on c.oid = t.oid
        left join pg_attribute a on c.relkind in ('r', 'p') and a.attrelid = t.oid and a.attnum > 0 and not a.attisdropped
-       left join pg_index i on i.indexrelid = t.oid
-       left join pg_depend d on c.relkind = 'S' and d.classid = 'pg_class'::regclass and d.objid = t.oid
-                            and d.refclassid = 'pg_class'::regclass and d.deptype in ('a', 'i')`,
+       ${ownerJoinsSql('t.oid')}`,
     [text],
   );
   if (rows.length === 0) return undefined;
   const first = rows[0]!;
-  if (first.kind !== 'r' && first.kind !== 'p') {
-    const of = first.owner ? ` of ${first.owner.replace(/^[^.]*\./, 'ext.')}` : '';
-    throw new ValidationError(
-      `ext.${first.name} cannot be made a table: the name is taken by ${RELATION_KINDS[first.kind] ?? 'a relation'}${of} (PostgreSQL names a table's indexes and sequence after it); choose another table name`,
-      'table',
-    );
-  }
+  if (first.kind !== 'r' && first.kind !== 'p') throw new ValidationError(takenRefusal(`ext.${first.name}`, relationText(first)), 'table');
   return { types: new Map(rows.filter((r) => r.column).map((r) => [r.column!, r.type!])), numbered: first.numbered! };
+}
+
+/**
+ * Of `tables` (`ext.<name>`s, of the caller's tenant), those another relation than a table has the name of, each with
+ * what has it (`an index of ext.orders`, `a sequence of ext.orders`, `a view`): one of a table's indexes or its
+ * sequence, which PostgreSQL names after it, or what someone else made there. `read`: a view (or materialized view,
+ * foreign table) is read as a table (tableRegclassSql) and is not in it. A name of no relation yet, or of a table, is
+ * not in it, nor one that is no `ext.<name>`.
+ */
+export async function takenTableNames(tx: Tx, tables: string[], options: { read?: boolean } = {}): Promise<Map<string, string>> {
+  const names = new Map<string, string>();
+  for (const table of tables) if (extTableName(table) && tx.tenantId !== undefined) names.set(tenantTableText(tx.tenantId, table), table);
+  const taken = new Map<string, string>();
+  if (names.size === 0) return taken;
+  const { rows } = await tx.query<{ text: string; kind: string; owner: string | null }>(
+    `select distinct on (n.text) n.text, c.relkind::text as kind, ${OWNER_SQL}
+       from unnest($1::text[]) as n(text)
+       join pg_class c on c.oid = to_regclass(n.text) and c.relkind not in (${options.read ? READ_KINDS : `'r', 'p'`})
+       ${ownerJoinsSql('c.oid')}`,
+    [[...names.keys()]],
+  );
+  for (const row of rows) taken.set(names.get(row.text)!, relationText(row));
+  return taken;
 }
 
 /**
