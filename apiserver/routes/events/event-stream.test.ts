@@ -226,8 +226,12 @@ describe('GET /api/platform/events/stream', () => {
     const res = await fetch(`${hub.url}/api/platform/events/stream`);
     expect(res.status).toBe(401);
     expect(await res.json()).toEqual({ error: 'no tenant in security context' });
+    // A resume position that is no event id: the message names what the caller gave, the header or the query parameter.
+    const range = 'must be an event id (a whole number from 0 to 9007199254740991)';
     const bad = await fetch(`${hub.url}/api/platform/events/stream`, { headers: { 'X-Tenant-ID': '1', 'Last-Event-ID': 'yesterday' } });
-    expect(bad.status).toBe(400);
+    expect({ status: bad.status, body: await bad.json() }).toEqual({ status: 400, body: { error: `Last-Event-ID ${range}`, field: 'Last-Event-ID' } });
+    const badQuery = await fetch(`${hub.url}/api/platform/events/stream?lastEventId=abc`, { headers: { 'X-Tenant-ID': '1' } });
+    expect({ status: badQuery.status, body: await badQuery.json() }).toEqual({ status: 400, body: { error: `lastEventId ${range}`, field: 'lastEventId' } });
     // Topics are bounded: at most 50, each at most 200 characters.
     const long = await fetch(`${hub.url}/api/platform/events/stream?topic=${'*'.repeat(201)}`, { headers: { 'X-Tenant-ID': '1' } });
     expect({ status: long.status, body: await long.json() }).toEqual({ status: 400, body: { error: 'topic must be at most 200 characters', field: 'topic' } });

@@ -96,12 +96,15 @@ export const eventStreamRoutes: RouteDecl[] = [
     handler: async ({ principal, services, query, ctx }) => {
       const tenantId = callerTenant(principal);
       const topics = ([] as string[]).concat(query.topic ?? []).filter((t) => t.trim() !== '');
-      const given = ctx.get('Last-Event-ID') || query.lastEventId || '';
+      // The header first (what an EventSource sends), else the query parameter: a refusal names the one given.
+      const header = ctx.get('Last-Event-ID');
+      const named = header ? 'Last-Event-ID' : 'lastEventId';
+      const given = header || query.lastEventId || '';
       // Leading zeros are the same number, however many (a value of zeros alone is 0).
       const resume = given.replace(/^0+(?=\d)/, '');
       // An event id is a positive bigint the hub hands out as a safe integer: anything else is a 400.
       if (resume && (!/^\d{1,16}$/.test(resume) || !Number.isSafeInteger(Number(resume)))) {
-        throw new ValidationError('Last-Event-ID must be an event id (a whole number from 0 to 9007199254740991)', ctx.get('Last-Event-ID') ? 'Last-Event-ID' : 'lastEventId');
+        throw new ValidationError(`${named} must be an event id (a whole number from 0 to 9007199254740991)`, named);
       }
       // A scope-bound caller's stream leaves out the events of scoped families whose payload names no
       // object of their scopes (src/events/stream-scopes.ts); an unbound caller's judges nothing.
