@@ -86,6 +86,21 @@ describe('secret forms', () => {
     expect(redactSecrets('rd-TOKEN and p ss w', [markup])).toBe('rd-TOKEN and p ss w');
   });
 
+  it('masks the value run into other text, and in the base64 of a longer text wherever it starts in it', () => {
+    expect(redactSecrets(`xyz${SECRET}abc`, [SECRET])).toBe('xyz[REDACTED]abc');
+    for (const before of ['', 'x', 'xy', 'xyz', '{"token":"']) {
+      for (const after of ['', 'a', 'ab', 'abc"}']) {
+        const text = Buffer.from(`${before}${SECRET}${after}`);
+        for (const encoded of [text.toString('base64'), text.toString('base64url')]) {
+          const masked = redactSecrets(`upstream said: ${encoded}`, [SECRET]);
+          expect(masked).toContain('[REDACTED]');
+          // What is left around it decodes to none of the value's middle (a byte or two of its ends may stay readable).
+          for (const part of masked.slice('upstream said: '.length).split('[REDACTED]')) expect(Buffer.from(part, 'base64').toString('latin1')).not.toContain('x)*~');
+        }
+      }
+    }
+  });
+
   it('a secret inside another does not cut the longer one apart, whatever their order', () => {
     for (const secrets of [['1234', 'tok_1234_ABCDEFGHSECRETVALUE'], ['tok_1234_ABCDEFGHSECRETVALUE', '1234']]) {
       expect(redactSecrets('Authorization: Bearer tok_1234_ABCDEFGHSECRETVALUE', secrets)).toBe('Authorization: Bearer [REDACTED]');

@@ -2,8 +2,8 @@
  * Masking a secret value in text the hub did not write (an upstream's error body quoting the
  * request, a log line carrying such a body, a next link) in the forms it may come back in: as it
  * is, URL or form encoded, escaped inside a JSON string, escaped as HTML or XML, or in base64
- * (standard and URL-safe, without padding), each escaped character spelled as any escaper spells
- * it. A value shorter than `minLength` is left alone: it would blank out ordinary words. A value
+ * (standard and URL-safe, without padding; alone, or at any offset in the base64 of a longer text),
+ * each escaped character spelled as any escaper spells it. A value shorter than `minLength` is left alone: it would blank out ordinary words. A value
  * split across lines, cut into pieces, or escaped twice is not recognised.
  */
 
@@ -49,7 +49,7 @@ function matcherOf(secret: string, minLength: number): Matcher {
     matcher = {
       anchor: (secret.match(/[A-Za-z0-9]+/g) ?? []).reduce<string | undefined>((longest, run) => (run.length > (longest?.length ?? 0) ? run : longest), undefined),
       pattern: escapable(secret) > MAX_SPELLED ? undefined : new RegExp([...secret].map(spellings).join(''), 'g'),
-      literals: [base64, base64.replaceAll('+', '-').replaceAll('/', '_')],
+      literals: [base64, ...base64Cores(secret)].flatMap((form) => [form, form.replaceAll('+', '-').replaceAll('/', '_')]),
     };
     if (!matcher.pattern) matcher.literals.push(...literalForms(secret));
     matcher.literals = [...new Set(matcher.literals)].filter((form) => form.length >= minLength);
@@ -62,6 +62,24 @@ function matcherOf(secret: string, minLength: number): Matcher {
     matcherCount++;
   }
   return matcher;
+}
+
+/**
+ * What the base64 of any text holding `secret` holds of it, wherever the secret starts: base64 writes 3 bytes as 4
+ * characters, so the secret's bytes fall on one of 3 alignments, and each gives the characters its bytes alone decide
+ * (those of the bytes around it, the first and last character or two, left out). The base64 of the secret alone
+ * (`base64`, its last character also read from the zero bits after it) is not found in that of a longer text unless
+ * the secret's length is a multiple of 3 and it starts at a multiple of 3.
+ */
+function base64Cores(secret: string): string[] {
+  const bytes = Buffer.from(secret, 'utf8');
+  const cores: string[] = [];
+  for (let before = 0; before < 3; before++) {
+    const text = Buffer.concat([Buffer.alloc(before), bytes]).toString('base64');
+    // Character j is bits 6j..6j+5 of the text: wholly the secret's from bit 8·before to 8·(before + length).
+    cores.push(text.slice(Math.ceil((8 * before) / 6), Math.floor((8 * (before + bytes.length)) / 6)));
+  }
+  return cores;
 }
 
 /** How many characters of `secret` are not ASCII letters or digits (those an escaper may rewrite). */

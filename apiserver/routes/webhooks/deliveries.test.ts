@@ -25,6 +25,7 @@ let tenant2: number;
 let orgSeq = 0;
 
 const LONG_BODY = 'x'.repeat(4500);
+const MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
 const EXCHANGE_TIMEOUT_MS = 1500;
 
 beforeAll(async () => {
@@ -33,12 +34,19 @@ beforeAll(async () => {
     if (path.startsWith('/hang')) return 'hang';
     if (path.startsWith('/slow-fail')) return { status: 503, body: 'busy', delayMs: 600 };
     // An echo service (httpbin's /anything, a request inspector): the request's headers in the answer.
+    // One that quotes the bearer token run into other text and in base64 (alone, at each byte offset, the whole request),
+    // beside the hub's master key (which the hub never sends: only a tenant who knows it can put it there).
+    if (path.startsWith('/echo-wrapped')) {
+      const token = String(received.headers.authorization).replace(/^Bearer /, '');
+      const b64 = (text: string) => Buffer.from(text).toString('base64');
+      return { status: 400, body: `xyz${token}abc ${b64(token)} ${b64(`x${token}`)} ${b64(`xy${token}`)} ${b64(`${token}abc`)} ${b64(JSON.stringify(received.headers))} key:${MASTER_KEY}` };
+    }
     if (path.startsWith('/echo')) return { status: 400, body: JSON.stringify({ headers: received.headers, body: received.body }) };
     return { status: 200, body: 'thanks' };
   });
   hub = await startTestHub(
     {
-      'svc.secret.master-key': Buffer.alloc(32, 7).toString('base64'),
+      'svc.secret.master-key': MASTER_KEY,
       'svc.webhook.sweep-every': '1s',
       'svc.webhook.retry-every': '250ms',
       'svc.webhook.lease': '5s',
@@ -468,6 +476,28 @@ describe('the test operation', () => {
       expect(text).not.toContain(encodeURIComponent(token));
     }
     expect(JSON.stringify(one.body)).toContain('Bearer [REDACTED]');
+  });
+
+  it('an answer quoting the integration\'s secret run into other text, or in base64 at any offset, is stored with it [REDACTED]; the hub\'s own key as sent', async () => {
+    const token = 'wrapped-bearer-T0ken-9f8e7d';
+    const wrapped = await integration(t1, 1, { name: 'tested-wrapped', targetUrl: `${receiver.url}/echo-wrapped`, authMode: 'BEARER', secret: token });
+    const res = await t1.post(`/api/tenants/1/integrations/${wrapped}/test`, { eventType: 'org.created' });
+    expect(res.status).toBe(200);
+    const answered = (res.body as { responseBody: string }).responseBody;
+    const [d] = await deliveries(wrapped);
+    for (const text of [answered, d!.response_body as string]) {
+      expect(text.startsWith('xyz[REDACTED]abc ')).toBe(true);
+      // Every base64 form: none of them decodes to text holding the token (a character or two at its ends may stay).
+      const words = text.split(' ').slice(1, -1);
+      expect(words).toHaveLength(5);
+      for (const word of words) {
+        expect(word).toContain('[REDACTED]');
+        for (const part of word.split('[REDACTED]')) expect(Buffer.from(part, 'base64').toString('latin1')).not.toContain('T0ken');
+      }
+      expect(text).not.toContain(token);
+      // The hub's own credential is the tenant's to quote (the hub never sends it there): as sent, so no guess at it is told apart.
+      expect(text.endsWith(` key:${MASTER_KEY}`)).toBe(true);
+    }
   });
 
   it('400 `Unknown event type: <type>` for an uncatalogued or decision.* type', async () => {
