@@ -71,14 +71,11 @@ export function leaderElector(config: Config, workerUrl: string, opts: LeaderEle
     return new AdvisoryLockElector(workerUrl, opts.leaseName ? `svc-hub:${opts.leaseName}` : 'svc-hub:dispatch', ELECTOR_TIMEOUT_MS, config.duration('svc.datasource.close-timeout'));
   }
   if (name.length > 253 || !LEASE_NAME.test(name)) {
-    throw new ConfigError('svc.leader.lease-name', `svc.leader.lease-name: '${name}' is not a valid Lease name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
+    throw ConfigError.of('svc.leader.lease-name', `'${name}' is not a valid Lease name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
   }
   const namespace = env.POD_NAMESPACE;
   if (!namespace) {
-    throw new ConfigError(
-      'svc.leader.backend',
-      'svc.leader.backend: leader election through a Kubernetes Lease needs POD_NAMESPACE (the downward API `metadata.namespace`, as the Helm chart sets it)',
-    );
+    throw ConfigError.of('svc.leader.backend', 'leader election through a Kubernetes Lease needs POD_NAMESPACE (the downward API `metadata.namespace`, as the Helm chart sets it)');
   }
   return new LeaseElector({
     name,

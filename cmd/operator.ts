@@ -40,10 +40,10 @@ export function loadRunJobTemplate(path: string): V1PodTemplateSpec | undefined 
   try {
     template = parse(readFileSync(path, 'utf8'), KUBECTL_YAML) as V1PodTemplateSpec;
   } catch (err) {
-    throw new ConfigError('svc.operator.run-job-template', `svc.operator.run-job-template: ${path} is not YAML: ${(err as Error).message}`);
+    throw ConfigError.of('svc.operator.run-job-template', `${path} is not YAML: ${(err as Error).message}`);
   }
   if (!template?.spec?.containers?.[0]?.image) {
-    throw new ConfigError('svc.operator.run-job-template', `svc.operator.run-job-template: ${path} is not a pod template with a container and its image (spec.containers[0].image)`);
+    throw ConfigError.of('svc.operator.run-job-template', `${path} is not a pod template with a container and its image (spec.containers[0].image)`);
   }
   return template;
 }
@@ -59,7 +59,7 @@ export function watchedNamespaces(value: string | undefined): string[] {
 export function operatorInstance(config: Config): string | undefined {
   const instance = config.optional('svc.operator.instance')?.trim() || undefined;
   if (instance && (instance.length > 63 || !LABEL_VALUE.test(instance))) {
-    throw new ConfigError('svc.operator.instance', `svc.operator.instance: '${instance}' is not a label value (at most 63 letters, digits, '-', '_' and '.', beginning and ending with a letter or digit)`);
+    throw ConfigError.of('svc.operator.instance', `'${instance}' is not a label value (at most 63 letters, digits, '-', '_' and '.', beginning and ending with a letter or digit)`);
   }
   return instance;
 }

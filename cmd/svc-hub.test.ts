@@ -279,7 +279,7 @@ describe('svc-hub executable', () => {
     // One checked as the hub starts, before the database: reported the same way, no stack trace.
     const allow = start(['serve'], { SVC_EGRESS_ALLOW: '10.0.0.0/99', SVC_DATA_DIR: tempDir() });
     expect(await allow.exited).toBe(1);
-    expect(allow.output()).toContain('svc-hub: configuration error: svc.egress.allow: 10.0.0.0/99 is not a CIDR');
+    expect(allow.output()).toContain('svc-hub: configuration error: svc.egress.allow (SVC_EGRESS_ALLOW): 10.0.0.0/99 is not a CIDR');
     expect(allow.output()).not.toContain('    at ');
     expect(allow.output()).not.toContain('FATAL');
   }, 90_000); // three cold starts of the executable: 30 s was exceeded once on a loaded machine

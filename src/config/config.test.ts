@@ -150,15 +150,17 @@ describe('configuration sources', () => {
   it('a property given twice in the file (nested and dotted), a mapping as its value, or a file that is no mapping is refused', () => {
     // Was: the later of the two taken silently.
     const twice = yamlFile('svc:\n  http:\n    port: 7070\nsvc.http.port: 7071\n');
-    expect(loadError({ SVC_CONFIG: twice }).message).toBe(`svc.http.port: ${twice} gives it twice (as nested keys and as a dotted key)`);
+    expect(loadError({ SVC_CONFIG: twice }).message).toBe(`svc.http.port (SVC_HTTP_PORT): ${twice} gives it twice (as nested keys and as a dotted key)`);
     // Was: a warning about svc.http.port.x, the port left at its default.
     const mapping = yamlFile('svc:\n  http:\n    port:\n      x: 1\n');
-    expect(loadError({ SVC_CONFIG: mapping }).message).toBe(`svc.http.port: ${mapping} gives a mapping where a single value is expected`);
+    expect(loadError({ SVC_CONFIG: mapping }).message).toBe(`svc.http.port (SVC_HTTP_PORT): ${mapping} gives a mapping where a single value is expected`);
+    const listed = yamlFile('svc:\n  http:\n    port: [7070]\n');
+    expect(loadError({ SVC_CONFIG: listed }).message).toBe(`svc.http.port (SVC_HTTP_PORT): ${listed} gives a list where a single value is expected`);
     // Was: a single value ignored without a word; a list refused as ': <file> gives a list …'.
     const scalar = yamlFile('svc.http.port=7070\n');
-    expect(loadError({ SVC_CONFIG: scalar }).message).toBe(`svc.config: ${scalar} holds a single value, not a mapping of properties`);
+    expect(loadError({ SVC_CONFIG: scalar }).message).toBe(`svc.config (SVC_CONFIG): ${scalar} holds a single value, not a mapping of properties`);
     const list = yamlFile('- svc.http.port: 7070\n');
-    expect(loadError({ SVC_CONFIG: list }).message).toBe(`svc.config: ${list} holds a list, not a mapping of properties`);
+    expect(loadError({ SVC_CONFIG: list }).message).toBe(`svc.config (SVC_CONFIG): ${list} holds a list, not a mapping of properties`);
     // An empty file (or one of comments only) is no configuration at all.
     expect(Config.load({ env: { SVC_CONFIG: yamlFile('# nothing yet\n') } }).int('svc.http.port')).toBe(8080);
   });
@@ -171,8 +173,13 @@ describe('configuration sources', () => {
     expect(config.warnings).toEqual([]);
   });
 
-  it('a named configuration file that does not exist is an error', () => {
-    expect(loadError({ SVC_CONFIG: '/nonexistent/application.yaml' }).property).toBe('svc.config');
+  it('a named configuration file that does not exist is an error naming the variable that named it', () => {
+    const err = loadError({ SVC_CONFIG: '/nonexistent/application.yaml' });
+    // Was: 'svc.config: configuration file … does not exist', the variable that pointed there left to guess.
+    expect({ property: err.property, message: err.message }).toEqual({
+      property: 'svc.config',
+      message: 'svc.config (SVC_CONFIG): configuration file /nonexistent/application.yaml does not exist',
+    });
   });
 
   it('invalid YAML names the file', () => {
@@ -185,14 +192,15 @@ describe('configuration sources', () => {
     const key = '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef';
     const file = yamlFile(`svc:\n  secret:\n    master-key: "${key}\n`);
     const err = loadError({ SVC_CONFIG: file });
-    expect({ property: err.property, message: err.message }).toEqual({ property: 'svc.config', message: `svc.config: ${file} is not valid YAML: Missing closing "quote at line 4, column 1` });
+    expect({ property: err.property, message: err.message }).toEqual({ property: 'svc.config', message: `svc.config (SVC_CONFIG): ${file} is not valid YAML: Missing closing "quote at line 4, column 1` });
     expect(err.message).not.toContain(key.slice(0, 16));
   });
 
   it('a mapping that contains itself is refused naming the file and the alias, not walked without end', () => {
     const file = yamlFile('svc: &loop\n  http:\n    again: *loop\n');
     const err = loadError({ SVC_CONFIG: file });
-    expect({ property: err.property, message: err.message }).toEqual({ property: 'svc.config', message: expect.stringContaining(`${file} is not valid YAML: the alias *loop is inside the value its anchor &loop names`) });
+    expect(err.property).toBe('svc.config');
+    expect(err.message.startsWith(`svc.config (SVC_CONFIG): ${file} is not valid YAML: the alias *loop is inside the value its anchor &loop names`)).toBe(true);
   });
 });
 

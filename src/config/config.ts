@@ -72,7 +72,7 @@ export class Config {
         } else raw.set(key, { value, origin: configPath });
       }
     } else if (env.SVC_CONFIG) {
-      throw new ConfigError('svc.config', `svc.config: configuration file ${configPath} does not exist`);
+      throw ConfigError.of('svc.config', `configuration file ${configPath} does not exist`);
     }
 
     for (const def of PROPERTIES) {
@@ -295,24 +295,24 @@ function readYamlFile(path: string): Record<string, string | number | boolean> {
     doc = read.toJS();
   } catch (err) {
     // The line is not quoted: it may hold the master key or another credential, and this message is logged.
-    throw new ConfigError('svc.config', `svc.config: ${path} is not valid YAML: ${yamlErrorWithoutText((err as Error).message)}`);
+    throw ConfigError.of('svc.config', `${path} is not valid YAML: ${yamlErrorWithoutText((err as Error).message)}`);
   }
   const flat: Record<string, string | number | boolean> = {};
   if (doc !== null && doc !== undefined && (typeof doc !== 'object' || Array.isArray(doc))) {
-    throw new ConfigError('svc.config', `svc.config: ${path} holds ${Array.isArray(doc) ? 'a list' : 'a single value'}, not a mapping of properties`);
+    throw ConfigError.of('svc.config', `${path} holds ${Array.isArray(doc) ? 'a list' : 'a single value'}, not a mapping of properties`);
   }
   const walk = (node: unknown, prefix: string): void => {
     if (node === null || node === undefined) return;
     if (typeof node === 'object' && !Array.isArray(node)) {
       // A property's value written as a mapping would otherwise be unknown keys under it, the property left at its default.
-      if (PROPERTIES.some((d) => d.name === prefix)) throw new ConfigError(prefix, `${prefix}: ${path} gives a mapping where a single value is expected`);
+      if (PROPERTIES.some((d) => d.name === prefix)) throw ConfigError.of(prefix, `${path} gives a mapping where a single value is expected`);
       for (const [key, child] of Object.entries(node)) walk(child, prefix ? `${prefix}.${key}` : key);
     } else if (typeof node === 'string' || typeof node === 'number' || typeof node === 'boolean') {
       // Nested keys and a dotted key may name the same property: the file gives it twice, as YAML refuses a repeated key.
-      if (prefix in flat) throw new ConfigError(prefix, `${prefix}: ${path} gives it twice (as nested keys and as a dotted key)`);
+      if (prefix in flat) throw ConfigError.of(prefix, `${path} gives it twice (as nested keys and as a dotted key)`);
       flat[prefix] = node;
     } else {
-      throw new ConfigError(prefix, `${prefix}: ${path} gives a list where a single value is expected`);
+      throw ConfigError.of(prefix, `${path} gives a list where a single value is expected`);
     }
   };
   walk(doc, '');

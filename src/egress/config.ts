@@ -8,6 +8,6 @@ export function egressPolicy(config: Config): EgressPolicy {
   try {
     return new EgressPolicy({ denyPrivate: config.bool('svc.egress.deny-private'), allow });
   } catch (err) {
-    throw new ConfigError('svc.egress.allow', (err as Error).message);
+    throw ConfigError.of('svc.egress.allow', (err as Error).message);
   }
 }

@@ -119,15 +119,15 @@ export class EgressPolicy {
       if (literal) {
         const prefix = slash < 0 ? (isIP(literal) === 6 ? 128 : 32) : Number(entry.slice(slash + 1));
         const max = isIP(literal) === 6 ? 128 : 32;
-        if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) throw new Error(`svc.egress.allow: ${raw} is not a CIDR`);
+        if (!Number.isInteger(prefix) || prefix < 0 || prefix > max) throw new Error(`${raw} is not a CIDR`);
         this.allowedAddresses.addSubnet(literal, prefix, family(literal));
       } else if (slash >= 0) {
-        throw new Error(`svc.egress.allow: ${raw} is not a CIDR`);
+        throw new Error(`${raw} is not a CIDR`);
       } else {
         // A host name (`hooks.internal`), or `*.` and a domain: labels of letters, digits, '-' and
         // '_', none empty; a bare `*` or `foo..bar` allows nothing a resolver could answer for.
         const name = entry.startsWith('*.') ? entry.slice(2) : entry;
-        if (!HOST_NAME.test(name.replace(/\.$/, ''))) throw new Error(`svc.egress.allow: ${raw} is neither a CIDR, an address nor a host name (hooks.internal, *.corp.example)`);
+        if (!HOST_NAME.test(name.replace(/\.$/, ''))) throw new Error(`${raw} is neither a CIDR, an address nor a host name (hooks.internal, *.corp.example)`);
         if (entry.startsWith('*.')) this.allowedSuffixes.push(normaliseHost(entry.slice(1)));
         else this.allowedNames.push(normaliseHost(entry));
       }

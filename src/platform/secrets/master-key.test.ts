@@ -96,7 +96,7 @@ describe('loadMasterKey', () => {
   it('refuses a damaged key file, naming the file and the property', () => {
     const dataDir = tempDir();
     writeFileSync(join(dataDir, DEV_KEY_FILE), 'not a key\n', { mode: 0o600 });
-    expect(() => loadMasterKey(load({ 'svc.data-dir': dataDir }))).toThrow(`svc.secret.master-key: the development key file ${join(dataDir, DEV_KEY_FILE)} does not hold`);
+    expect(() => loadMasterKey(load({ 'svc.data-dir': dataDir }))).toThrow(`svc.secret.master-key (SVC_SECRET_MASTER_KEY): the development key file ${join(dataDir, DEV_KEY_FILE)} does not hold`);
   });
 
   it('warns when the key file is readable by others', () => {

@@ -112,7 +112,7 @@ function readKeyFile(path: string): Buffer | undefined {
   }
   registerSecret(text.trim());
   const key = parseMasterKey(text);
-  if (!key) throw new ConfigError(PROPERTY, `${PROPERTY}: the development key file ${path} does not hold ${FORMAT}; remove it to generate a new one (secrets stored under it are then lost) or set ${envName(PROPERTY)}`);
+  if (!key) throw ConfigError.of(PROPERTY, `the development key file ${path} does not hold ${FORMAT}; remove it to generate a new one (secrets stored under it are then lost) or set ${envName(PROPERTY)}`);
   if ((statSync(path).mode & 0o077) !== 0) logger().warn({ path }, `the development master key ${path} is readable by other users; chmod 600 it`);
   register(key);
   return key;
