@@ -165,6 +165,19 @@ describe('configuration sources', () => {
     expect(Config.load({ env: { SVC_CONFIG: yamlFile('# nothing yet\n') } }).int('svc.http.port')).toBe(8080);
   });
 
+  it('a list under a key that is no property is left alone (another program\'s), or warned about as an unknown property under svc.', () => {
+    // application.yaml may be shared with other programs, whose keys hold lists. Was: the start stopped,
+    // 'logging.handlers: <file> gives a list where a single value is expected'.
+    const file = yamlFile('svc:\n  http:\n    port: 7070\n  nope: [1, 2]\nlogging:\n  handlers: [console, file]\n');
+    const config = Config.load({ env: { SVC_CONFIG: file } });
+    expect(config.int('svc.http.port')).toBe(7070);
+    expect(config.warnings).toEqual([`${file}: unknown property svc.nope (ignored)`]);
+    expect(config.extra('logging.handlers')).toBeUndefined();
+    // A key that is no property given twice still stops the start, naming no variable: it has none.
+    const twice = yamlFile('other:\n  x: 1\nother.x: 2\n');
+    expect(loadError({ SVC_CONFIG: twice }).message).toBe(`other.x: ${twice} gives it twice (as nested keys and as a dotted key)`);
+  });
+
   it('keys of the file that are not hub properties stay readable for connector credentials', () => {
     const file = yamlFile('svc:\n  http:\n    port: 7070\nCRM_TOKEN: from-file\n');
     const config = Config.load({ env: { SVC_CONFIG: file } });

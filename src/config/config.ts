@@ -66,10 +66,10 @@ export class Config {
         if (key === 'svc.config') {
           warnings.push(`${configPath}: svc.config is read from the environment only (SVC_CONFIG) (ignored)`);
         } else if (!PROPERTIES.some((d) => d.name === key)) {
-          extras.set(key, String(value));
+          if (value !== null) extras.set(key, String(value));
           // `SVC_HTTP_PORT` or `SVC.HTTP.PORT` in the file (a property in another form) too.
           if (/^svc[._]/i.test(key)) warnings.push(`${configPath}: unknown property ${key} (ignored)${meant(key, 'property', (d) => d.name)}`);
-        } else raw.set(key, { value, origin: configPath });
+        } else if (value !== null) raw.set(key, { value, origin: configPath }); // (never null: a property's list is refused)
       }
     } else if (env.SVC_CONFIG) {
       throw ConfigError.of('svc.config', `configuration file ${configPath} does not exist`);
@@ -284,7 +284,8 @@ function meant(name: string, what: string, form: (def: PropertyDef) => string): 
   return def ? `: the ${what} is ${form(def)}` : '';
 }
 
-function readYamlFile(path: string): Record<string, string | number | boolean> {
+/** The file's keys, flattened; null for a list under a key that is no property (left alone, as another program's). */
+function readYamlFile(path: string): Record<string, string | number | boolean | null> {
   let doc: unknown;
   try {
     const read = parseDocument(readFileSync(path, 'utf8'));
@@ -297,23 +298,29 @@ function readYamlFile(path: string): Record<string, string | number | boolean> {
     // The line is not quoted: it may hold the master key or another credential, and this message is logged.
     throw ConfigError.of('svc.config', `${path} is not valid YAML: ${yamlErrorWithoutText((err as Error).message)}`);
   }
-  const flat: Record<string, string | number | boolean> = {};
+  const flat: Record<string, string | number | boolean | null> = {};
   if (doc !== null && doc !== undefined && (typeof doc !== 'object' || Array.isArray(doc))) {
     throw ConfigError.of('svc.config', `${path} holds ${Array.isArray(doc) ? 'a list' : 'a single value'}, not a mapping of properties`);
   }
   const walk = (node: unknown, prefix: string): void => {
     if (node === null || node === undefined) return;
+    const property = PROPERTIES.some((d) => d.name === prefix);
     if (typeof node === 'object' && !Array.isArray(node)) {
       // A property's value written as a mapping would otherwise be unknown keys under it, the property left at its default.
-      if (PROPERTIES.some((d) => d.name === prefix)) throw ConfigError.of(prefix, `${path} gives a mapping where a single value is expected`);
+      if (property) throw ConfigError.of(prefix, `${path} gives a mapping where a single value is expected`);
       for (const [key, child] of Object.entries(node)) walk(child, prefix ? `${prefix}.${key}` : key);
-    } else if (typeof node === 'string' || typeof node === 'number' || typeof node === 'boolean') {
-      // Nested keys and a dotted key may name the same property: the file gives it twice, as YAML refuses a repeated key.
-      if (prefix in flat) throw ConfigError.of(prefix, `${path} gives it twice (as nested keys and as a dotted key)`);
-      flat[prefix] = node;
-    } else {
-      throw ConfigError.of(prefix, `${path} gives a list where a single value is expected`);
+      return;
     }
+    // Nested keys and a dotted key may name the same property: the file gives it twice, as YAML refuses a repeated key.
+    // (A key that is no property has no environment variable to name.)
+    if (prefix in flat) {
+      const what = `${path} gives it twice (as nested keys and as a dotted key)`;
+      throw property ? ConfigError.of(prefix, what) : new ConfigError(prefix, `${prefix}: ${what}`);
+    }
+    if (typeof node === 'string' || typeof node === 'number' || typeof node === 'boolean') flat[prefix] = node;
+    else if (property) throw ConfigError.of(prefix, `${path} gives a list where a single value is expected`);
+    // A list under any other key is left alone, as keys outside svc. are (another program's); one under svc. is warned about as unknown.
+    else flat[prefix] = null;
   };
   walk(doc, '');
   return flat;
