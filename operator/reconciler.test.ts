@@ -1187,8 +1187,10 @@ describe('status, ownership and conflicts', () => {
    * before the turn (a connector's, entity's or export's row) and waits for the turn; the operator
    * has read by then that the object is unrecorded and was last applied by the operator, and waits.
    */
-  const httpThenOperator = <T>(kind: ManifestKind, http: () => Promise<number>, operatorApply: () => Promise<T>) =>
-    whileHeld<unknown>(hub.services.db, 1, { what: "the tenant's turn", take: (tx) => takeTenantTurn(tx, kind.plural), anyLock: true }, [http, operatorApply], { inOrder: true }) as Promise<[number, T]>;
+  const httpThenOperator = <T>(kind: ManifestKind, http: () => Promise<number>, operatorApply: () => Promise<T>) => inTenantTurn(kind, [http, operatorApply]) as Promise<[number, T]>;
+  /** Runs `writes` in that order while the tenant's turn for the kind is held, each started once those before it wait for a lock (whileHeld). */
+  const inTenantTurn = (kind: ManifestKind, writes: (() => Promise<unknown>)[]) =>
+    whileHeld<unknown>(hub.services.db, 1, { what: "the tenant's turn", take: (tx) => takeTenantTurn(tx, kind.plural), anyLock: true }, writes, { inOrder: true });
   /** Deletes the object of that name (and its record) in tenant 1. */
   const removeHeld = (kind: ManifestKind, name: string) => hub.services.db.withTenant(1, (tx) => kind.handler.remove(tx, name, { afterCommit: () => {} }));
 
@@ -1279,6 +1281,90 @@ describe('status, ownership and conflicts', () => {
         await until('the resource gone', () => !resource());
         expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
         expect(await removeHeld(kind, name)).toBe(true);
+      });
+
+      // Three writers of the object at once: two resources of one tenant in two namespaces (the same
+      // name), both adopting it, and an HTTP apply of it. The second resource applies the HTTP
+      // apply's manifest, so that it would claim the object with nothing to write but its record.
+      it(`${kind.kind}: two resources adopting it and an HTTP apply, the HTTP apply first: both resources are a Conflict (created over HTTP), the HTTP apply kept, nothing recorded`, async () => {
+        const name = `adopt-three-http-${kind.singular}`;
+        await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(name, 'legacy'), 'operator'));
+        const a = { namespace: NS, name, uid: `${name}-a`, generation: 1 };
+        const b = { namespace: NS_B, name, uid: `${name}-b`, generation: 1 };
+        const [status, first, second] = await inTenantTurn(kind, [
+          () => httpApplyOf(kind, manifest(name, 'http')),
+          () => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'operator'), 'operator', a),
+          () => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'http'), 'operator', b),
+        ]);
+        expect(status).toBe(200);
+        expect(first).toMatchObject({ conflict: { by: 'http' } });
+        expect(second).toMatchObject({ conflict: { by: 'http' } });
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
+        expect(await hub.services.manifests.owned(kind, { uid: a.uid })).toEqual([]);
+        expect(await hub.services.manifests.owned(kind, { uid: b.uid })).toEqual([]);
+        expect(await removeHeld(kind, name)).toBe(true);
+      });
+
+      it(`${kind.kind}: two resources adopting it and an HTTP apply, one adoption first: adopted and recorded, the HTTP apply accepted after it, the other resource a Conflict naming the adopter (not the HTTP apply)`, async () => {
+        const name = `adopt-three-first-${kind.singular}`;
+        await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(name, 'legacy'), 'operator'));
+        const a = { namespace: NS, name, uid: `${name}-a`, generation: 1 };
+        const b = { namespace: NS_B, name, uid: `${name}-b`, generation: 1 };
+        const [adopted, status, second] = await inTenantTurn(kind, [
+          () => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'operator'), 'operator', a),
+          () => httpApplyOf(kind, manifest(name, 'http')),
+          () => hub.services.manifests.applyIfChanged(kind, 1, name, manifest(name, 'http'), 'operator', b),
+        ]);
+        expect(adopted).toMatchObject({ changed: true, adopted: true });
+        expect(status).toBe(200);
+        expect(second).toEqual({ conflict: { by: 'resource', owner: a } });
+        expect(await heldManifest(kind, name)).toEqual(manifest(name, 'http'));
+        expect((await hub.services.manifests.owned(kind, { uid: a.uid })).map((o) => o.owner.namespace)).toEqual([NS]);
+        expect(await hub.services.manifests.owned(kind, { uid: b.uid })).toEqual([]);
+        expect(await removeHeld(kind, name)).toBe(true);
+      });
+
+      it(`${kind.kind}: a running Operator reconciling two resources of its name (two namespaces) while an HTTP apply commits: the HTTP apply first, both are a Conflict on Ready; one adoption first, it is Applied and the other a Conflict naming it`, async () => {
+        const apiVersion = apiVersionOf(kind);
+        const resource = (name: string, namespace: string) => api.get(apiVersion, kind.plural, namespace, name) as Resource | undefined;
+        const readyOf = (name: string, namespace: string) => resource(name, namespace)?.status?.conditions?.find((c) => c.type === 'Ready');
+        /** Puts the resource (the operator's manifest) and waits until the Operator has decided it: its Ready condition. */
+        const reconciled = (name: string, namespace: string) => () => {
+          const m = manifest(name, 'operator');
+          api.apply(kind.plural, { ...m, metadata: { name, namespace, labels: { 'svc.io/tenant': 'default' } } });
+          return until(`${namespace}/${name} decided`, () => (['True', 'False'].includes(readyOf(name, namespace)?.status ?? '') ? readyOf(name, namespace) : undefined), 15_000);
+        };
+        const removed = async (name: string, namespace: string) => {
+          api.remove(apiVersion, kind.plural, namespace, name);
+          await until(`${namespace}/${name} gone`, () => !resource(name, namespace));
+        };
+
+        const raced = `adopt-three-op-http-${kind.singular}`;
+        await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(raced, 'legacy'), 'operator'));
+        const [status, first, second] = await inTenantTurn(kind, [() => httpApplyOf(kind, manifest(raced, 'http')), reconciled(raced, NS), reconciled(raced, NS_B)]);
+        expect(status).toBe(200);
+        for (const ready of [first, second]) expect(ready).toMatchObject({ status: 'False', reason: 'Conflict', message: expect.stringContaining('created over HTTP') });
+        expect(await heldManifest(kind, raced)).toEqual(manifest(raced, 'http'));
+        for (const namespace of [NS, NS_B]) expect(await hub.services.manifests.owned(kind, { uid: resource(raced, namespace)!.metadata.uid! })).toEqual([]);
+        await removed(raced, NS_B);
+        await removed(raced, NS);
+        expect(await heldManifest(kind, raced)).toEqual(manifest(raced, 'http'));
+        expect(await removeHeld(kind, raced)).toBe(true);
+
+        const adopted = `adopt-three-op-first-${kind.singular}`;
+        await hub.services.db.withTenant(1, (tx) => kind.handler.apply(tx, manifest(adopted, 'legacy'), 'operator'));
+        const [applied, accepted, refused] = await inTenantTurn(kind, [reconciled(adopted, NS), () => httpApplyOf(kind, manifest(adopted, 'http')), reconciled(adopted, NS_B)]);
+        const uid = resource(adopted, NS)!.metadata.uid!;
+        expect(applied).toMatchObject({ status: 'True', reason: 'Applied' });
+        expect(accepted).toBe(200);
+        expect(refused).toMatchObject({ status: 'False', reason: 'Conflict', message: expect.stringContaining(`is managed by ${kind.kind} ${NS}/${adopted} (uid ${uid})`) });
+        expect((await hub.services.manifests.owned(kind, { uid })).map((o) => o.owner.namespace)).toEqual([NS]);
+        expect(await hub.services.manifests.owned(kind, { uid: resource(adopted, NS_B)!.metadata.uid! })).toEqual([]);
+        // The refused one first (deleting it deletes nothing), then the adopter, whose finalizer deletes the object.
+        await removed(adopted, NS_B);
+        expect(await heldManifest(kind, adopted)).toBeDefined();
+        await removed(adopted, NS);
+        expect(await heldManifest(kind, adopted)).toBeUndefined();
       });
     }
   });
