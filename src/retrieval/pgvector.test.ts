@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import pg from 'pg';
+import { ConfigError } from '../config/config.js';
 import { Database } from '../db/database.js';
 import { migrate } from '../db/migrations.js';
 import { roleUrl } from '../db/roles.js';
@@ -355,7 +356,7 @@ describe('an owner that may not create the extension', () => {
       await client.query(`set role ${TEST_ROLES.worker}`);
       const refused = /^the extension vector could not be created: permission denied to create extension "vector"/;
       expect(await preparePgvector(client, 'auto', D)).toEqual({ version: undefined, reason: expect.stringMatching(refused) });
-      await expect(preparePgvector(client, 'pgvector', D)).rejects.toThrow(/svc.retrieval.vector-search is pgvector, but the extension vector could not be created/);
+      await expect(preparePgvector(client, 'pgvector', D)).rejects.toThrow(/^svc\.retrieval\.vector-search \(SVC_RETRIEVAL_VECTOR_SEARCH\): is pgvector, but the extension vector could not be created/);
       await client.query('reset role');
       expect((await client.query(`select count(*)::int as n from pg_extension where extname = 'vector'`)).rows[0].n).toBe(0);
     } finally {
@@ -384,7 +385,10 @@ describe('without pgvector (the embedded server)', () => {
     await client.connect();
     try {
       expect(await preparePgvector(client, 'auto', D)).toEqual({ version: undefined, reason: 'the database has no pgvector extension (vector)' });
-      await expect(preparePgvector(client, 'pgvector', D)).rejects.toThrow('svc.retrieval.vector-search is pgvector, but the database has no pgvector extension (vector)');
+      // A configuration error, said as every one is (svc-hub prints it after `svc-hub: configuration error: `, with no stack).
+      const refusal = await preparePgvector(client, 'pgvector', D).catch((e: unknown) => e);
+      expect(refusal).toBeInstanceOf(ConfigError);
+      expect((refusal as ConfigError).message).toBe('svc.retrieval.vector-search (SVC_RETRIEVAL_VECTOR_SEARCH): is pgvector, but the database has no pgvector extension (vector)');
     } finally {
       await client.end();
     }

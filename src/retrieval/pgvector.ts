@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { ConfigError } from '../config/config.js';
 import type { Database, Tx } from '../db/database.js';
 import { buildIndexConcurrently, dropIndexGivingWay, type GiveWay, inTransactionGivingWay, indexValid, untilDone } from '../db/give-way.js';
 import { MIGRATION_LOCK_TIMEOUT_MS } from '../db/migrations.js';
@@ -91,7 +92,7 @@ export async function preparePgvector(
  */
 async function prepareLocked(owner: pg.ClientBase, mode: VectorSearchMode, dimensions: number, giveWay: GiveWay): Promise<PgvectorPrepared> {
   const refuse = (reason: string): PgvectorPrepared => {
-    if (mode === 'pgvector') throw new Error(`svc.retrieval.vector-search is pgvector, but ${reason}`);
+    if (mode === 'pgvector') throw ConfigError.of('svc.retrieval.vector-search', `is pgvector, but ${reason}`);
     return { version: undefined, reason };
   };
   const available = await owner.query<{ installed: string | null }>(`select installed_version as installed from pg_available_extensions where name = 'vector'`);
