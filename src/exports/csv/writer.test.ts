@@ -254,7 +254,7 @@ describe('an abandoned export', () => {
 });
 
 describe('what the writer refuses before it runs anything', () => {
-  it.each(['', '"', '\r', '\n', '\0', ',,', '\ud800', 'ab'])('the delimiter %j', (d) => {
+  it.each(['', '"', '\r', '\n', '\0', ',,', '\ud800', 'ab', '\ufeff'])('the delimiter %j', (d) => {
     expect(() => checkDelimiter(d)).toThrow('the delimiter must be one character');
   });
 

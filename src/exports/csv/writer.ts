@@ -60,11 +60,14 @@ export function csvSnapshot(tx: Tx, spec: CsvSnapshotSpec): CsvSnapshot {
 
 /** Throws unless `delimiter` is one character an export may use. */
 export function checkDelimiter(delimiter: string): void {
-  // One code point, and not a lone half of a surrogate pair (which has no UTF-8 form).
+  // One code point, and not a lone half of a surrogate pair (which has no UTF-8 form). Not the
+  // byte-order mark either: a record whose first value is NULL starts with the delimiter, so a file
+  // without a header would start with one, which the file never does (a reader drops it, and the
+  // separator with it).
   const code = delimiter.codePointAt(0) ?? 0;
   const surrogate = code >= 0xd800 && code <= 0xdfff;
-  if ([...delimiter].length !== 1 || surrogate || ['"', '\r', '\n', '\0'].includes(delimiter)) {
-    throw new Error(`the delimiter must be one character other than a double quote, CR, LF or NUL, not ${JSON.stringify(delimiter)}`);
+  if ([...delimiter].length !== 1 || surrogate || ['"', '\r', '\n', '\0', '\ufeff'].includes(delimiter)) {
+    throw new Error(`the delimiter must be one character other than a double quote, CR, LF, NUL or the byte-order mark (U+FEFF), not ${JSON.stringify(delimiter)}`);
   }
 }
 

@@ -91,7 +91,7 @@ const spec: Schema = {
       additionalProperties: false,
       properties: {
         kind: { type: 'string', enum: ['csv'] },
-        delimiter: { type: 'string', minLength: 1, maxLength: 2, description: 'One character, default `,`; not a double quote, a line break or NUL.' },
+        delimiter: { type: 'string', minLength: 1, maxLength: 2, description: 'One character, default `,`; not a double quote, a line break, NUL or U+FEFF (the byte-order mark).' },
         encoding: { type: 'string', enum: ['UTF-8'] },
         header: { type: 'boolean', description: 'Default true.' },
       },

@@ -81,6 +81,10 @@ describe('export manifest', () => {
     for (const bad of ['"', '\n', '\r']) {
       expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: bad } }))).toEqual({ 'spec.format.delimiter': 'spec.format.delimiter may not be a double quote, a line break or NUL' });
     }
+    // The byte-order mark: a file without a header whose first value is NULL would start with it, and readers drop it.
+    expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: '\ufeff' } }))).toEqual({
+      'spec.format.delimiter': 'spec.format.delimiter may not be U+FEFF, the byte-order mark: a file would start with it when its first value is NULL, and readers drop it',
+    });
     // NUL is refused before anything else: no text PostgreSQL stores may hold it.
     expect(errorsOf(manifest({ format: { kind: 'csv', delimiter: '\u0000' } }))).toEqual({ 'spec.format.delimiter': 'spec.format.delimiter contains a NUL character (\\u0000)' });
   });

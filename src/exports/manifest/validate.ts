@@ -219,6 +219,8 @@ function normalise(input: Json, errors: Issues, warnings: Issue[]): ExportSpec |
     errors.add('spec.format.delimiter', `spec.format.delimiter must be exactly one character, got ${characters(delimiter).length}: ${JSON.stringify(delimiter)}`);
   } else if (['"', '\n', '\r', '\u0000'].includes(delimiter)) {
     errors.add('spec.format.delimiter', 'spec.format.delimiter may not be a double quote, a line break or NUL');
+  } else if (delimiter === '\ufeff') {
+    errors.add('spec.format.delimiter', 'spec.format.delimiter may not be U+FEFF, the byte-order mark: a file would start with it when its first value is NULL, and readers drop it');
   }
 
   const schedule = spec.schedule as string | undefined;
