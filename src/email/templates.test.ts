@@ -47,6 +47,8 @@ describe('e-mail templates', () => {
 
   it('make a subject one header line', () => {
     expect(subjectLine(' a\r\nBcc: x@y.z\tb ')).toBe('a Bcc: x@y.z b');
+    // Every line break Unicode has: a bare CR or LF, VT, FF, NEL and the line and paragraph separators.
+    expect(subjectLine('a\rb\nc\vd\fe\u0085f\u2028g\u2029h')).toBe('a b c d e f g h');
     expect(subjectLine('x'.repeat(2000))).toHaveLength(998);
   });
 

@@ -105,7 +105,11 @@ function text(value: unknown): string {
   return String(value);
 }
 
-/** A rendered subject as one header line: line breaks become spaces, at most 998 characters. */
+/**
+ * A rendered subject as one header line: line breaks become spaces (every one Unicode has: CR, LF,
+ * VT, FF, NEL, U+2028 and U+2029, which a mail client shows as a break once the header is decoded),
+ * and tabs; at most 998 characters.
+ */
 export function subjectLine(rendered: string): string {
-  return rendered.replace(/[\r\n\t]+/g, ' ').trim().slice(0, 998);
+  return rendered.replace(/[\r\n\t\v\f\u0085\u2028\u2029]+/g, ' ').trim().slice(0, 998);
 }

@@ -75,6 +75,24 @@ const settle = async () => consumerPassed(owner, 'email', await lastEventId(owne
 
 const to = (m: ReceivedMail) => toAddresses(m.parsed).join(', ');
 
+/** Disables every rule of tenant 1, so that only the rule a case creates next sends. */
+async function disableAll(): Promise<void> {
+  const rules = (await acme.get('/api/tenants/1/email-rules')).body as Array<{ id: number }>;
+  for (const r of rules) await acme.put(`/api/tenants/1/email-rules/${r.id}`, { enabled: false });
+}
+
+/** The one message that arrived after the first `before`, sent to ops@acme.example alone and with no header but the hub's own. */
+async function onlyMessageToOps(before: number): Promise<ReceivedMail> {
+  const [mail] = (await smtp.waitFor(before + 1)).slice(before);
+  await settle();
+  expect(smtp.messages).toHaveLength(before + 1);
+  expect(mail!.rcptTo).toEqual(['ops@acme.example']);
+  const head = mail!.raw.slice(0, mail!.raw.indexOf('\r\n\r\n'));
+  const names = head.split('\r\n').filter((l) => !/^[ \t]/.test(l)).map((l) => l.slice(0, l.indexOf(':')).toLowerCase());
+  expect(names.sort()).toEqual(['content-transfer-encoding', 'content-type', 'date', 'from', 'message-id', 'mime-version', 'subject', 'to', 'x-svc-email-rule', 'x-svc-event', 'x-svc-event-id']);
+  return mail!;
+}
+
 describe('the e-mail consumer', () => {
   it('with no enabled rule in any tenant, events pass unsent; a rule created then receives the events written after it', async () => {
     const { rows } = await owner.query<{ n: number }>('select count(*)::int as n from email.rules where enabled and deleted_at is null');
@@ -181,8 +199,7 @@ describe('the e-mail consumer', () => {
   });
 
   it('a line break in a rule\'s subject, or in the payload it renders, adds no header: the message has none but its own, and goes to the rule\'s recipient only', async () => {
-    const rules = (await acme.get('/api/tenants/1/email-rules')).body as Array<{ id: number }>;
-    for (const r of rules) await acme.put(`/api/tenants/1/email-rules/${r.id}`, { enabled: false });
+    await disableAll();
     const inject = '\r\nBcc: x@evil.example\r\nX-Injected: yes\r\n';
     // A display name (where a line break could hide) is no address: refused at the API, naming the field.
     const named = await acme.post('/api/tenants/1/email-rules', { name: 'named', eventTypes: ['org.created'], recipient: `Ops${inject} <ops@acme.example>` });
@@ -191,14 +208,21 @@ describe('the e-mail consumer', () => {
     await rule(acme, 1, { name: 'injected', eventTypes: ['org.created'], recipient: 'ops@acme.example', subject: `Org${inject}{{payload.name}}` });
     const before = smtp.messages.length;
     await org(acme, 1, 'unit-inject', `Name${inject}end`);
-    const [mail] = (await smtp.waitFor(before + 1)).slice(before);
-    await settle();
-    expect(smtp.messages).toHaveLength(before + 1);
-    expect(mail!.rcptTo).toEqual(['ops@acme.example']);
-    const head = mail!.raw.slice(0, mail!.raw.indexOf('\r\n\r\n'));
-    const names = head.split('\r\n').filter((l) => !/^[ \t]/.test(l)).map((l) => l.slice(0, l.indexOf(':')).toLowerCase());
-    expect(names.sort()).toEqual(['content-transfer-encoding', 'content-type', 'date', 'from', 'message-id', 'mime-version', 'subject', 'to', 'x-svc-email-rule', 'x-svc-event', 'x-svc-event-id']);
-    expect(mail!.parsed.headers.has('bcc')).toBe(false);
-    expect(mail!.parsed.subject).toBe('Org Bcc: x@evil.example X-Injected: yes Name Bcc: x@evil.example X-Injected: yes end');
+    const mail = await onlyMessageToOps(before);
+    expect(mail.parsed.headers.has('bcc')).toBe(false);
+    expect(mail.parsed.subject).toBe('Org Bcc: x@evil.example X-Injected: yes Name Bcc: x@evil.example X-Injected: yes end');
+  });
+
+  it("a payload's line breaks of every kind (bare CR or LF, VT, FF, NEL, U+2028, U+2029) and SMTP's end of data in a body reach the server as one subject line and as body text: no header, recipient or message more", async () => {
+    await disableAll();
+    // Rows of a source, a decision's message: a payload's text is whatever was sent to the hub.
+    const breaks = 'a\rBcc: b1@evil.example\nBcc: b2@evil.example\vB\fC\u0085Bcc: b3@evil.example\u2028Bcc: b4@evil.example\u2029end';
+    await rule(acme, 1, { name: 'breaks', eventTypes: ['probe.*'], recipient: 'ops@acme.example', subject: 'S {{payload.v}}', body: '{{payload.v}}\n.\nMAIL FROM:<x@evil.example>\r\n.\r\nRCPT TO:<victim@evil.example>\r.\rDATA' });
+    const before = smtp.messages.length;
+    await owner.query('insert into events.outbox (tenant_id, type, payload) values (1, $1, $2)', ['probe.breaks', JSON.stringify({ v: breaks })]);
+    const mail = await onlyMessageToOps(before);
+    // Was: U+2028, U+2029, NEL, VT and FF kept in the subject (encoded), which a mail client shows as line breaks.
+    expect(mail.parsed.subject).toBe('S a Bcc: b1@evil.example Bcc: b2@evil.example B C Bcc: b3@evil.example Bcc: b4@evil.example end');
+    expect(mail.parsed.text).toContain('\n.\nMAIL FROM:<x@evil.example>\n.\nRCPT TO:<victim@evil.example>\n.\nDATA');
   });
 });
