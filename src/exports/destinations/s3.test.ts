@@ -739,6 +739,38 @@ describe('S3Destination against an S3-compatible server of the tenant', () => {
     }
   }, 30_000);
 
+  it("an error answer whose <Code> is no S3 error code (a line break, a terminal escape, words, 100 KB): the reason names the HTTP status, never the store's text", async () => {
+    let code = '';
+    const server = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (req.method === 'HEAD') return void res.writeHead(404).end();
+        const status = code.startsWith('5') ? 500 : code.startsWith('3') ? 301 : 403;
+        res.writeHead(status, { 'content-type': 'application/xml' });
+        res.end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code.slice(1)}</Code><Message>m</Message></Error>`);
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+    const endpoint = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const reasonFor = async (answer: string) => {
+      code = answer;
+      return ((await failure(destination('k', { endpoint }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError).reason;
+    };
+    try {
+      // Was: each quoted whole into the reason (and so into the run record and its answers).
+      expect(await reasonFor('4Denied\u001b[31m\r\nCall +1 555 0100 to renew your key')).toBe(
+        `S3 refused the write to s3://${BUCKET}/k (HTTP 403): the credentials in access_key_env/secret_key_env were refused or may not write there`,
+      );
+      expect(await reasonFor(`5X${'y'.repeat(100_000)}`)).toBe(`S3 answered HTTP 500 while publishing s3://${BUCKET}/k`);
+      expect(await reasonFor('3Moved to https://elsewhere.example')).toBe(`bucket ${BUCKET} is not in region ${s3.region} (HTTP 301)`);
+      // An S3 error code, a compatible store's own included, is named as before.
+      expect(await reasonFor('5XMinioStorageFull')).toBe(`S3 answered HTTP 500 XMinioStorageFull while publishing s3://${BUCKET}/k`);
+      expect(await reasonFor('4AccessDenied')).toContain('(AccessDenied, HTTP 403)');
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+
   it('a committing request whose answer comes a byte at a time: publication once commitAnswerMs have passed, saying the file may have been published; an answer slow but whole within it publishes', async () => {
     // Answers the HEAD 404; each PutObject with its headers at once, then a space every 200 ms, for ever (`trickle`) or until 600 ms have passed, then its end.
     let trickle = true;

@@ -160,6 +160,14 @@ const NETWORK_CODES = new Set([
 /** Error names the SDK gives an answer without an S3 error code (a HEAD, a body it could not read). */
 const GENERIC_NAMES = new Set(['Unknown', 'UnknownError', 'Error', 'Forbidden', 'NotFound', 'BadRequest', '400', '403', '404', '500', '503']);
 
+/**
+ * An error code as S3 and compatible stores write them (`SignatureDoesNotMatch`,
+ * `XAmzContentSHA256Mismatch`, `XMinioStorageFull`): a reason names one. Anything else in an answer's
+ * `<Code>` (words, a line break, a terminal escape, kilobytes) is the store's own text, which a
+ * reason never quotes: the HTTP status is named instead.
+ */
+const S3_CODE = /^[A-Za-z][A-Za-z0-9._-]{0,63}$/;
+
 type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
 /**
@@ -476,6 +484,8 @@ export class S3Destination implements Destination {
       return new PublishError('publication', `${this.endpointName} answered HTTP ${status ?? '(unknown status)'} with more than ${MAX_ANSWER_BYTES / 1024 / 1024} MiB while publishing ${where}: no S3 answer is that long, and it was not read further`);
     }
     const code = err instanceof AnswerTooLong ? undefined : typeof e.Code === 'string' ? e.Code : typeof e.name === 'string' ? e.name : undefined;
+    /** The code a reason may name: an S3 error code, not the SDK's generic name nor the store's own text. */
+    const named = code !== undefined && S3_CODE.test(code) && !GENERIC_NAMES.has(code) ? code : undefined;
     if (code === 'PreconditionFailed' || status === 412 || code === 'ConditionalRequestConflict') {
       return new PublishError('collision', `${where} already exists (S3 ${code ?? status} to the conditional write); it was left untouched`);
     }
@@ -484,18 +494,18 @@ export class S3Destination implements Destination {
       return new PublishError('publication', `S3 refused the credentials in access_key_env/secret_key_env (${code})`);
     }
     if (status === 403) {
-      return new PublishError('publication', `S3 refused the write to ${where} (${code && !GENERIC_NAMES.has(code) ? `${code}, ` : ''}HTTP 403): the credentials in access_key_env/secret_key_env were refused or may not write there`);
+      return new PublishError('publication', `S3 refused the write to ${where} (${named ? `${named}, ` : ''}HTTP 403): the credentials in access_key_env/secret_key_env were refused or may not write there`);
     }
     if (code === 'NoSuchUpload') return new PublishError('publication', `the multipart upload of ${where} disappeared before it was completed (NoSuchUpload)`);
     if (code === 'EntityTooSmall' || code === 'EntityTooLarge') return new PublishError('publication', `S3 refused a part of ${where} (${code})`);
     if (code === 'PermanentRedirect' || code === 'AuthorizationHeaderMalformed' || status === 301) {
-      return new PublishError('publication', `bucket ${this.options.bucket} is not in region ${this.options.region} (${code ?? `HTTP ${status}`})`);
+      return new PublishError('publication', `bucket ${this.options.bucket} is not in region ${this.options.region} (${named ?? `HTTP ${status}`})`);
     }
     if (status === undefined && (e.$metadata !== undefined || this.networkDetail(err) !== 'no answer')) {
       return new PublishError('publication', `could not reach ${this.endpointName}: ${this.networkDetail(err)}`);
     }
     if (status === undefined) return new PublishError('publication', `publishing ${where} failed (${code ?? 'unexpected error'})`);
-    return new PublishError('publication', `S3 answered HTTP ${status}${code && !GENERIC_NAMES.has(code) ? ` ${code}` : ''} while publishing ${where}`);
+    return new PublishError('publication', `S3 answered HTTP ${status}${named ? ` ${named}` : ''} while publishing ${where}`);
   }
 
   /** The local (Node.js) description of a failed connection: its error code, never a server's text. */
