@@ -542,6 +542,35 @@ describe('S3Destination against fauxqs', () => {
     expect(requestsSince(from)).toEqual([`HEAD /${BUCKET}/${key}`, `PUT /${BUCKET}/${key}`]);
   });
 
+  it('follows no redirect: an endpoint answering 301, 302, 307 or 308 to another host fails publication, and that host receives nothing, even with no policy to refuse it', async () => {
+    // The host a hostile endpoint points at (an internal one, say). With the policy on it would be
+    // refused at connection as any (the agent's lookup); here nothing refuses it but the not following.
+    const reached: string[] = [];
+    const elsewhere = createHttpServer((req, res) => {
+      reached.push(`${req.method} ${req.url}`);
+      res.writeHead(200, { etag: '"e"' }).end();
+    });
+    await new Promise<void>((resolve) => elsewhere.listen(0, '127.0.0.2', () => resolve()));
+    let status = 0;
+    const redirecting = createHttpServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(status, { location: `http://127.0.0.2:${(elsewhere.address() as { port: number }).port}${req.url}` }).end();
+      });
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      for (status of [301, 302, 307, 308]) {
+        const endpoint = `http://127.0.0.1:${(redirecting.address() as { port: number }).port}`;
+        const err = (await failure(destination(freshKey(), { endpoint }).publish(bodyOf(Buffer.from('x')), { digest: () => 'x' }))) as PublishError;
+        expect({ status, code: err.code, reason: err.reason }).toEqual({ status, code: 'publication', reason: expect.stringContaining(`HTTP ${status}`) });
+      }
+      expect(reached).toEqual([]);
+    } finally {
+      await Promise.all([redirecting, elsewhere].map((server) => new Promise((resolve) => server.close(resolve))));
+    }
+  });
+
   it('connects to the address the policy resolved (the agent lookup is what the connection uses)', async () => {
     const allowed = new EgressPolicy({ denyPrivate: true, allow: ['127.0.0.0/8'], resolve: async () => [{ address: '127.0.0.1', family: 4 }] });
     const key = freshKey();
