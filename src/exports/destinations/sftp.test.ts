@@ -149,6 +149,7 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       const wrong = sshFingerprint(randomBytes(51));
       const body = bodyOf(Buffer.from('"a"\r\n'));
       const before = sshd.connections();
+      const logged = sshd.log().length;
       const err = (await destination(join(dir, 'x.csv'), { hostKeyFingerprint: wrong })
         .publish(body, { digest: () => '' })
         .catch((e: unknown) => e)) as PublishError;
@@ -165,6 +166,12 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       // One handshake per type, then the marker's.
       await until('sshd to log the handshakes', () => sshd.connections() >= before + 3, { detail: () => sshd.log() });
       await expectNoConnectionSince(before + 3);
+      // The password went to none of the three servers whose key was not the pinned one (sshd logs each
+      // login tried, `Accepted password for … port N` or `Failed …`): only the marker's connection logged in.
+      const since = sshd.log().slice(logged);
+      const ports = [...since.matchAll(/Connection from \S+ port (\d+)/g)].map((m) => m[1]);
+      expect(ports).toHaveLength(4);
+      expect([...since.matchAll(/(?:Accepted|Failed) \w+ for \S+ from \S+ port (\d+)/g)].map((m) => m[1])).toEqual([ports[3]]);
       // The command it names prints each of those fingerprints with its type.
       const { stdout } = await run('sh', ['-c', scan]);
       for (const [fingerprint, type] of [[ed25519, 'ED25519'], [ecdsa, 'ECDSA'], [rsa, 'RSA']] as const) {
