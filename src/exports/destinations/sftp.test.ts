@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { type AddressInfo, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -397,6 +397,24 @@ describeRequiring(sshdProblem(), 'OpenSSH', 'SFTP publication against a real Ope
       expect(readFileSync(path, 'utf8')).toBe('earlier delivery');
       expect(readdirSync(dir)).toEqual(['taken.csv']);
       expect(body.destroyed).toBe(true);
+    });
+
+    it('ends in collision when the final name is a symbolic link, to a file or to nothing: the link and what it points at are left untouched', async () => {
+      const dir = freshDir();
+      const elsewhere = freshDir();
+      writeFileSync(join(elsewhere, 'kept.csv'), 'kept');
+      symlinkSync(join(elsewhere, 'kept.csv'), join(dir, 'to-file.csv'));
+      // A dangling link: writing through it would create elsewhere/new.csv.
+      symlinkSync(join(elsewhere, 'new.csv'), join(dir, 'dangling.csv'));
+      for (const name of ['to-file.csv', 'dangling.csv']) {
+        const err = (await destination(join(dir, name))
+          .publish(bodyOf(Buffer.from('"new"\r\n')), { digest: () => '' })
+          .catch((e: unknown) => e)) as PublishError;
+        expect({ name, code: err.code }).toEqual({ name, code: 'collision' });
+      }
+      expect(readdirSync(dir).sort()).toEqual(['dangling.csv', 'to-file.csv']);
+      expect(readdirSync(elsewhere)).toEqual(['kept.csv']);
+      expect(readFileSync(join(elsewhere, 'kept.csv'), 'utf8')).toBe('kept');
     });
 
     it('ends in collision when the final name appears during the upload: the rename is refused, the .part removed', async () => {
