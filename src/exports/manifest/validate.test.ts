@@ -179,6 +179,16 @@ describe('export manifest', () => {
     expect(Object.keys(errorsOf(manifest({}, { kind: 's3', bucket: 'drops', filename: 'f.csv', endpoint: 'https://k:s@x' })))).toEqual(['spec.destination.endpoint']);
   });
 
+  it('takes an SFTP user as a login alone: no password (user:password), host (user@host), space or control character, the value never quoted', () => {
+    const user = (u: string) => errorsOf(manifest({}, { ...SFTP, user: u }))['spec.destination.user'];
+    for (const ok of ['drop', 'svc-export', 'first.last', 'DOMAIN\\drop', 'a'.repeat(255)]) expect([ok, user(ok)]).toEqual([ok, undefined]);
+    const f = 'spec.destination.user';
+    // Was: stored, and its password shown in every run's location (sftp://drop:s3cr3t@host:22/…).
+    expect(user('drop:s3cr3t')).toBe(`${f} may not hold a password (user:password): give the password in password_env`);
+    expect(user('drop@sftp.example.com')).toBe(`${f} may not hold a host (user@host): give it in spec.destination.host`);
+    for (const bad of ['drop\n', 'drop\r\nx', 'dr op', '\u0007drop', 'drop\u2028']) expect([bad, user(bad)]).toEqual([bad, `${f} may not hold spaces or control characters`]);
+  });
+
   it('takes an SFTP host as ssh does: a DNS name or an IP address (IPv6 bare), the user, port and path in their own fields, the value never quoted', () => {
     const host = (h: string) => errorsOf(manifest({}, { ...SFTP, host: h }))['spec.destination.host'];
     for (const ok of ['sftp.example.com', 'sftp.example.com.', 'SFTP-1.Example.COM', 'files_1.internal', 'localhost', '10.0.0.5', '2130706433', '::1', '2001:db8::1', 'fe80::1%eth0', '::ffff:192.0.2.1', 'xn--bcher-kva.de', 'a'.repeat(63)]) {

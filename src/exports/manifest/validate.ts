@@ -107,6 +107,20 @@ const HOST_LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]*[A-Za-z0-9_])?$/;
 const SPACE_OR_CONTROL = /[\s\p{Cc}\p{Zl}\p{Zp}]/u;
 
 /**
+ * Why `user` is not an SFTP login (the message names spec.destination.user), or undefined. A
+ * password (`user:password`) would be shown in every run's location (`sftp://user@host:port/…`) and
+ * sent as part of the login name; a host (`user@host`) belongs in its own field; spaces and control
+ * characters are no login's. No message repeats the value (it may hold a password).
+ */
+function sftpUserProblem(user: string): string | undefined {
+  const field = `${DESTINATION}.user`;
+  if (SPACE_OR_CONTROL.test(user)) return `${field} may not hold spaces or control characters`;
+  if (user.includes(':')) return `${field} may not hold a password (user:password): give the password in password_env`;
+  if (user.includes('@')) return `${field} may not hold a host (user@host): give it in ${DESTINATION}.host`;
+  return undefined;
+}
+
+/**
  * Why `host` is not an SFTP host as ssh takes one (the message names spec.destination.host), or
  * undefined: a DNS name (dot-separated labels of letters, digits, hyphens and underscores, a
  * trailing dot allowed) or an IP address, IPv6 bare (`::1`, as `ssh ::1` and a `HostName` take it:
@@ -301,6 +315,9 @@ function normaliseDestination(d: Json, errors: Issues, warnings: Issue[]): Expor
     const host = d.host as string | undefined;
     const hostProblem = host === undefined ? undefined : sftpHostProblem(host);
     if (hostProblem) errors.add(`${DESTINATION}.host`, hostProblem);
+    const user = d.user as string | undefined;
+    const userProblem = user === undefined ? undefined : sftpUserProblem(user);
+    if (userProblem) errors.add(`${DESTINATION}.user`, userProblem);
     if (errors.list.length) return undefined;
     return {
       kind,
