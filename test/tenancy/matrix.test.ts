@@ -128,6 +128,8 @@ async function theirScenario() {
   });
   const decisionEvent = await dev.services.db.withTenant(THEIRS, (tx) => dev.services.events.emit(tx, 'decision.matrix', { message: `${MARK} decision` }));
   fixtures.decision = String((await owner.query<{ id: string }>('select id from events.inbox where event_id = $1', [decisionEvent])).rows[0]!.id);
+  // The inbox's cursor form (apiserver/paging.ts: base64url of `["inbox", id]`) for the id after theirs: a page before it would hold their item.
+  fixtures.decisionCursor = Buffer.from(JSON.stringify(['inbox', String(Number(fixtures.decision) + 1)])).toString('base64url');
   const hooks = (await asThem('GET', '/api/platform/hooks')) as unknown as Array<{ id: string }>;
   fixtures.hook = hooks[0]?.id ?? 'matrix-hook';
   await dev.services.audit.flush();

@@ -368,7 +368,17 @@ export const ENDPOINTS: EndpointCase[] = [
     type: 'application/json',
     body: { apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: '{their.process}' }, spec: { event: 'connector.run.*', decision: 'decision.mine' } },
   },
+  // A decision type names no tenant: a process of mine minting their workflow's dormancy type is mine alone.
+  {
+    route: 'POST /api/processes/apply',
+    path: '/api/processes/apply',
+    expect: 201,
+    type: 'application/json',
+    body: { apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'mine-dormant' }, spec: { event: 'connector.run.*', decision: 'decision.dormant.{their.workflow}' } },
+  },
   { route: 'GET /api/inbox', path: '/api/inbox', expect: 200, excludes: true },
+  // A page after a cursor made from their item's id (the cursor's own form, matrix.test.ts): still only mine.
+  { route: 'GET /api/inbox', path: '/api/inbox?before={their.decisionCursor}', expect: 200, excludes: true },
   { route: 'POST /api/inbox/{id}/ack', path: '/api/inbox/{their.decision}/ack', expect: 404 },
   // Workflows (by name, case-insensitive). Applying their workflow's name over my entity of their
   // entity's name (the entity case above made it) makes mine.
