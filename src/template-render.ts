@@ -24,4 +24,13 @@ export function renderBounded(template: string, slots: RegExp, textOf: (name: st
   return out.length > max ? cut(out, max) : out;
 }
 
-const cut = (text: string, max: number) => `${text.slice(0, max)}… (cut at ${max.toLocaleString('en-US')} characters)`;
+/**
+ * The first `max` characters, one fewer when the last would be the first half of a surrogate pair (an emoji, any
+ * character past U+FFFF): kept alone it could not be stored (a decision's message is written as JSON, which PostgreSQL
+ * refuses with a lone surrogate in it, failing the process consumer's batch at every pass) nor sent as UTF-8.
+ */
+function cut(text: string, max: number): string {
+  const last = text.charCodeAt(max - 1);
+  const end = last >= 0xd800 && last <= 0xdbff ? max - 1 : max;
+  return `${text.slice(0, end)}… (cut at ${max.toLocaleString('en-US')} characters)`;
+}

@@ -6,6 +6,7 @@ import { captureLogs } from '../../test/harness/log-capture.js';
 import { EVALUATION_TIMEOUT_MS, type WhenOutcome } from './cel.js';
 import { evaluateRetryingTimeouts, processBatchHandler, processCpuMs, QUIET_REFILL_MS, TenantBudgets, TIMEOUT_RETRIES } from './consumer.js';
 import { applyProcess } from './store.js';
+import { RENDERED_MESSAGE_MAX } from './template.js';
 
 /**
  * The time one tenant's conditions may take per batch (docs/processes.md): three stops of one
@@ -96,6 +97,21 @@ describe('process batch handler', () => {
       }),
     ).rejects.toThrow('crash before the commit');
     expect(await decisions('decision.any')).toHaveLength(before);
+  });
+
+  it('writes a message cut between the two halves of a surrogate pair: the batch commits, every tenant\'s decisions with it', async () => {
+    // 'a' and 99 emoji: 199 UTF-16 units, so the 16,384 kept of 125 copies end with the first half of an emoji. Kept, that
+    // half could not be stored (jsonb refuses a lone surrogate), the batch failed at every pass, and no tenant's process
+    // decided anything behind it.
+    const name = `a${'\u{1F600}'.repeat(99)}`;
+    await apply(501, 'cut', { event: 'test.cut', decision: 'decision.cut', message: '{{payload.name}}'.repeat(125) });
+    await apply(502, 'beside-cut', { event: 'test.cut', decision: 'decision.beside-cut' });
+    const batch = [event(501, 'test.cut', { name }), event(502, 'test.cut', {})];
+    await t.db.crossTenant('test', (tx) => handle(tx, batch));
+    expect(await decisions('decision.cut')).toEqual([
+      { tenant: 501, process: 'cut', message: `${name.repeat(125).slice(0, RENDERED_MESSAGE_MAX - 1)}… (cut at 16,384 characters)`, sourceEventId: batch[0]!.id, sourceType: 'test.cut' },
+    ]);
+    expect(await decisions('decision.beside-cut')).toEqual([{ tenant: 502, process: 'beside-cut', message: expect.any(String), sourceEventId: batch[1]!.id, sourceType: 'test.cut' }]);
   });
 
   it('bounds the time of one tenant\'s conditions per batch, lets the event loop run, and still decides for the other tenants', async () => {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { unstorableText } from '../validation/input-limits.js';
 import { RENDERED_MESSAGE_MAX, renderMessage } from './template.js';
 
 describe('message templates', () => {
@@ -18,5 +19,16 @@ describe('message templates', () => {
     expect(rendered).toBe(`${`${JSON.stringify(large.payload)} `.repeat(180).slice(0, RENDERED_MESSAGE_MAX)}… (cut at 16,384 characters)`);
     // Under the limit, as rendered before.
     expect(renderMessage('{{payload.text}}|{{payload.text}}', large)).toBe(`${'x'.repeat(5000)}|${'x'.repeat(5000)}`);
+  });
+
+  it('never cuts between the two halves of a surrogate pair: the message is stored as JSON, which refuses a lone half', () => {
+    // 'a' and 99 emoji (199 UTF-16 units): the 16,384th unit of 125 copies is the first half of an emoji.
+    const name = `a${'\u{1F600}'.repeat(99)}`;
+    const rendered = renderMessage('{{payload.name}}'.repeat(125), { ...event, payload: { name } });
+    expect(unstorableText(rendered)).toBeUndefined();
+    expect(rendered).toBe(`${name.repeat(125).slice(0, RENDERED_MESSAGE_MAX - 1)}… (cut at 16,384 characters)`);
+    // A cut that falls between two characters keeps all 16,384.
+    const even = renderMessage('{{payload.name}}'.repeat(125), { ...event, payload: { name: '\u{1F600}'.repeat(100) } });
+    expect(even).toBe(`${'\u{1F600}'.repeat(100 * 125).slice(0, RENDERED_MESSAGE_MAX)}… (cut at 16,384 characters)`);
   });
 });
