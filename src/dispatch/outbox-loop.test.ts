@@ -10,6 +10,7 @@ import { NO_PROCESSES } from '../processes/store.js';
 import { OutboxLoop } from './outbox-loop.js';
 import { until } from '../../test/harness/until.js';
 import { untilEndedOrWaiting } from '../../test/harness/held-transaction.js';
+import { captureLogs } from '../../test/harness/log-capture.js';
 
 let t: MigratedDatabase;
 const events = new EventWriter(loadCatalog());
@@ -397,6 +398,54 @@ describe('outbox loop', () => {
     for (let i = 0; i < 10; i++) await loop.drain();
     expect(await decisions()).toBe(2);
     await clock.stop();
+  });
+
+  it('handleBatchInTx: an event whose writes PostgreSQL refuses as data is set aside, alone; the events around it are handled; another failure is retried', async () => {
+    // One event's data that the database refuses (a decision's payload it cannot store, say) failed
+    // the whole batch at every pass: no later event of any tenant was handled again.
+    const logs = captureLogs('info');
+    let plainFailures = 1;
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-tx-refused',
+      every: 60_000,
+      batch: 100,
+      handleBatchInTx: async (tx, batch) => {
+        for (const event of batch) {
+          if (event.type !== 'org.updated') continue;
+          const orgId = Number(event.payload.orgId);
+          if (orgId === 52) await tx.query(`select 'not a number'::integer`);
+          if (orgId === 54 && plainFailures-- > 0) throw new Error('the database went away');
+          await events.emit(tx, 'decision.loop-refused', { orgId }, event.tenantId);
+        }
+      },
+    });
+    const clock = new ClockRunner();
+    try {
+      await loop.start(clock);
+      for (const orgId of [51, 52, 53, 54, 55]) await emit(orgId);
+      const decided = () =>
+        t.db.crossTenant('test', async (tx) => (await tx.query<{ org: number }>(`select (payload->>'orgId')::int as org from events.outbox where type = 'decision.loop-refused' order by 1`)).rows.map((r) => r.org));
+      // 51 and 53 handled, 52 set aside; 54's failure is no refusal of its data: it stays, and is retried.
+      const drained = async (check: (orgs: number[]) => boolean) => {
+        await loop.drain();
+        return check(await decided());
+      };
+      await until('the events before the plain failure handled', () => drained((orgs) => orgs.includes(53)));
+      expect(await decided()).toEqual([51, 53]);
+      await until('the rest handled on a later pass', () => drained((orgs) => orgs.length === 4));
+      expect(await decided()).toEqual([51, 53, 54, 55]);
+      const setAside = logs.lines().filter((l) => String(l.msg).includes('set aside'));
+      expect(setAside).toHaveLength(1);
+      expect(setAside[0]).toMatchObject({ level: 'error', consumer: 'loop-tx-refused', sqlstate: '22P02' });
+      expect(setAside[0]!.msg).toMatch(/^outbox consumer loop-tx-refused set aside event \d+ \(org\.updated, tenant 401\): a value is not valid for its type \(database error 22P02\); the events after it go on$/);
+      // Nothing more: the event set aside is never handed over again.
+      for (let i = 0; i < 3; i++) await loop.drain();
+      expect(await decided()).toEqual([51, 53, 54, 55]);
+    } finally {
+      logs.restore();
+      loop.stop();
+      await clock.stop();
+    }
   });
 
   it('handleBatchInTx under two processes that each believe they lead: every event handled once', async () => {

@@ -2,9 +2,11 @@ import type { ClockRunner } from '../clock/clock.js';
 import type { Database, Tx } from '../db/database.js';
 import { type CursorMove, OutboxConsumer } from '../events/consumer.js';
 import type { OutboxListener } from '../events/listener.js';
-import type { OutboxEvent } from '../events/outbox.js';
+import type { OutboxEvent, Position } from '../events/outbox.js';
 import { runForTenant } from '../observability/context.js';
 import { logger } from '../observability/logger.js';
+import { lazyCounter } from '../observability/metrics.js';
+import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
 
 interface OutboxLoopOptions {
   /** The consumer's name: its cursor row and its clock job (`outbox:<name>`). */
@@ -203,6 +205,69 @@ export class OutboxLoop {
     this.pollTimer.unref();
   }
 
+  /**
+   * Runs `handle` in one cross-tenant transaction that also moves the cursor from `from` to `to`.
+   * The cursor is locked and checked first: a process that believed it led a moment too long (its
+   * leadership lost while it read) finds it moved and handles nothing (CursorMoved).
+   */
+  private async commitBatch(from: Position, to: Position, handle: (tx: Tx) => Promise<void>): Promise<void> {
+    await this.db.crossTenant(this.job, async (tx) => {
+      if (!(await this.consumer.claimIn(tx, from))) throw new CursorMoved();
+      await handle(tx);
+      await this.consumer.advanceIn(tx, to);
+    });
+  }
+
+  /** Logs why a batch from `first` was not handled (it is read again on a later pass, or left to the process that moved the cursor); 0. */
+  private batchFailed(err: unknown, first: OutboxEvent): number {
+    const { name } = this.options;
+    if (err instanceof CursorMoved) {
+      logger().warn({ consumer: name, fromEventId: first.id }, `outbox consumer ${name}: another process holds or moved its cursor since this one read a batch from event ${first.id}; the batch was left to it`);
+    } else {
+      logger().error({ err, consumer: name, fromEventId: first.id }, `outbox consumer ${name} failed on a batch from event ${first.id}; it will be retried`);
+    }
+    return 0;
+  }
+
+  /**
+   * A batch whose transaction PostgreSQL refused as data (refusedValueCode: class 22 or 54, which the
+   * same writes meet again at every try), handled again one event at a time, each in a transaction
+   * of its own that moves the cursor past it. An event refused alone is set aside: the cursor moves
+   * past it with nothing of it written, logged at error (its id, type, tenant and the refusal's
+   * code, not the database's text, which may quote the data) and counted
+   * (`svc_outbox_events_set_aside_total`). So one event's data no retry can change does not hold
+   * back every later event of every tenant. Any other failure stops there; the rest is read again
+   * on a later pass (`done` false). The last event's transaction moves the cursor to `to` (past
+   * the events of deactivated tenants read with the batch).
+   */
+  private async oneAtATime(handle: (tx: Tx, events: OutboxEvent[]) => Promise<void>, events: OutboxEvent[], from: Position, to: Position): Promise<{ handled: number; done: boolean }> {
+    const { name } = this.options;
+    let at = from;
+    let handled = 0;
+    for (const [i, event] of events.entries()) {
+      const past = i === events.length - 1 ? to : event.position;
+      try {
+        await this.commitBatch(at, past, (tx) => handle(tx, [event]));
+      } catch (err) {
+        const code = refusedValueCode(err);
+        if (code === undefined || err instanceof CursorMoved) return { handled: handled + this.batchFailed(err, event), done: false };
+        try {
+          await this.commitBatch(at, past, async () => {});
+        } catch (passing) {
+          return { handled: handled + this.batchFailed(passing, event), done: false };
+        }
+        setAsideEvents().inc({ consumer: name });
+        logger().error(
+          { consumer: name, eventId: event.id, eventType: event.type, tenantId: event.tenantId, sqlstate: code },
+          `outbox consumer ${name} set aside event ${event.id} (${event.type}, tenant ${event.tenantId}): ${describeRefusal(code)}; the events after it go on`,
+        );
+      }
+      handled++;
+      at = past;
+    }
+    return { handled, done: true };
+  }
+
   /** Handles everything visible now (several batches when the outbox is busy). Returns the count. */
   async drain(): Promise<number> {
     if (this.options.idle?.()) {
@@ -232,20 +297,14 @@ export class OutboxLoop {
       } else if (this.options.handleBatchInTx) {
         const handleInTx = this.options.handleBatchInTx;
         try {
-          await this.db.crossTenant(this.job, async (tx) => {
-            // The cursor locked and checked first: a process that believed it led a moment too
-            // long (its leadership lost while it read) finds it moved and handles nothing.
-            if (!(await this.consumer.claimIn(tx, from))) throw new CursorMoved();
-            await handleInTx(tx, events);
-            await this.consumer.advanceIn(tx, to!);
-          });
+          await this.commitBatch(from, to!, (tx) => handleInTx(tx, events));
         } catch (err) {
-          if (err instanceof CursorMoved) {
-            logger().warn({ consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name}: another process holds or moved its cursor since this one read a batch from event ${events[0]!.id}; the batch was left to it`);
-            return handled;
-          }
-          logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
-          return handled;
+          if (refusedValueCode(err) === undefined || err instanceof CursorMoved) return handled + this.batchFailed(err, events[0]!);
+          // Refused as data: the event to blame is found by handling the batch again one event at a time.
+          const alone = await this.oneAtATime(handleInTx, events, from, to!);
+          handled += alone.handled;
+          if (!alone.done) return handled;
+          continue;
         }
         handled += events.length;
       } else if (this.options.handleBatch) {
@@ -308,6 +367,9 @@ export class OutboxLoop {
     }
   }
 }
+
+/** Events set aside by outbox consumers, their data refused by PostgreSQL (OutboxLoop, `oneAtATime`). */
+const setAsideEvents = lazyCounter({ name: 'svc_outbox_events_set_aside_total', help: 'Outbox events a consumer set aside: PostgreSQL refused as data what handling them wrote (each logged at error)', labelNames: ['consumer'] });
 
 /**
  * Thrown by a `handle` that cannot handle its event before `until` (performance.now() time): the
