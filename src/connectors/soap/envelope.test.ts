@@ -52,4 +52,13 @@ describe('readAnswer and faultOf', () => {
     await expect(answer).rejects.toThrow(SoapEnvelopeError);
     await expect(answer).rejects.toThrow(/^the SOAP answer has more than 1,000,000 elements; /);
   });
+
+  it('refuses an answer with more attributes than a page may build, naming the limit', async () => {
+    const small = envelope(`<R>${'<Partner id="1"/>'.repeat(20)}</R>`);
+    await expect(readAnswer(small, call, { maxAttributes: 19 })).rejects.toThrow(
+      new SoapEnvelopeError('the SOAP answer has more than 19 attributes; a page is refused past 19 (lower pagination.page_size)'),
+    );
+    // The xmlns:s declaration is one of them.
+    await expect(readAnswer(small, call, { maxAttributes: 21 })).resolves.toMatchObject({ records: expect.any(Array) });
+  });
 });

@@ -1,5 +1,5 @@
 import type { SoapCall } from '../types.js';
-import { descendants, firstDescendant, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooManyElementsError } from './xml.js';
+import { descendants, firstDescendant, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooLargeError } from './xml.js';
 
 /**
  * SOAP 1.1 and 1.2 on the wire: the envelope a page request sends, and what an answer says (its
@@ -72,7 +72,7 @@ export class SoapEnvelopeError extends Error {
 /**
  * Reads an answer (a page, up to the page-size bound: parsed without holding the event loop); rejects
  * with SoapEnvelopeError when it is not well-formed XML, not a SOAP envelope, or holds more elements
- * than a page may build (MAX_XML_ELEMENTS; `limits` is for tests).
+ * or attributes than a page may build (MAX_XML_ELEMENTS, MAX_XML_ATTRIBUTES; `limits` is for tests).
  */
 export async function readAnswer(text: string, call: Pick<SoapCall, 'records' | 'stop'>, limits?: XmlLimits): Promise<SoapAnswer> {
   let root: XmlElement;
@@ -129,9 +129,9 @@ function cutFaultOf(text: string): string | undefined {
 
 /** An XmlError as the SoapEnvelopeError it makes of an answer; anything else as it is. */
 function envelopeError(err: unknown): unknown {
-  if (err instanceof XmlTooManyElementsError) {
-    const limit = err.maxElements.toLocaleString('en-US');
-    return new SoapEnvelopeError(`the SOAP answer has more than ${limit} elements; a page is refused past ${limit} (lower pagination.page_size)`);
+  if (err instanceof XmlTooLargeError) {
+    const limit = err.limit.toLocaleString('en-US');
+    return new SoapEnvelopeError(`the SOAP answer has more than ${limit} ${err.counted}; a page is refused past ${limit} (lower pagination.page_size)`);
   }
   if (err instanceof XmlError) return new SoapEnvelopeError(`the body is not well-formed XML (${err.message})`);
   return err;

@@ -32,6 +32,12 @@ export const MAX_XML_DEPTH = 64;
  */
 export const MAX_XML_ELEMENTS = 1_000_000;
 
+/** Most attributes one element may have (as JAXP's elementAttributeLimit): past it the document is refused. */
+export const MAX_XML_ELEMENT_ATTRIBUTES = 10_000;
+
+/** Most attributes one document may hold (namespace declarations included). */
+export const MAX_XML_ATTRIBUTES = 1_000_000;
+
 /**
  * Characters handed to the parser at a time; parseXml yields to the event loop between slices. A
  * slice of 256 Ki characters takes a few ms to parse and build (about 30 ms at worst, with the
@@ -44,6 +50,8 @@ export interface XmlLimits {
   maxDepth?: number;
   /** Most elements accepted (default MAX_XML_ELEMENTS). */
   maxElements?: number;
+  /** Most attributes accepted (default MAX_XML_ATTRIBUTES). */
+  maxAttributes?: number;
 }
 
 export class XmlError extends Error {
@@ -53,11 +61,30 @@ export class XmlError extends Error {
   }
 }
 
-/** A document with more elements than the limit: refused before the rest of it is read. */
-export class XmlTooManyElementsError extends XmlError {
-  constructor(readonly maxElements: number) {
-    super(`the document has more than ${maxElements.toLocaleString('en-US')} elements`);
+/** A document with more of something (elements, attributes) than its limit: refused before the rest of it is read. */
+export class XmlTooLargeError extends XmlError {
+  constructor(
+    readonly limit: number,
+    readonly counted: 'elements' | 'attributes',
+  ) {
+    super(`the document has more than ${limit.toLocaleString('en-US')} ${counted}`);
+    this.name = 'XmlTooLargeError';
+  }
+}
+
+/** A document with more elements than the limit: refused as soon as its element past the limit opens. */
+export class XmlTooManyElementsError extends XmlTooLargeError {
+  constructor(maxElements: number) {
+    super(maxElements, 'elements');
     this.name = 'XmlTooManyElementsError';
+  }
+}
+
+/** A document with more attributes than the limit: refused as soon as its attribute past the limit is read. */
+export class XmlTooManyAttributesError extends XmlTooLargeError {
+  constructor(maxAttributes: number) {
+    super(maxAttributes, 'attributes');
+    this.name = 'XmlTooManyAttributesError';
   }
 }
 
@@ -108,7 +135,7 @@ export function parseXmlSync(text: string, limits: XmlLimits = {}): XmlElement {
 }
 
 /** A tree built from the text written to it, slice by slice; any failure throws XmlError. */
-function treeBuilder({ maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS }: XmlLimits): {
+function treeBuilder({ maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS, maxAttributes = MAX_XML_ATTRIBUTES }: XmlLimits): {
   write(slice: string): void;
   close(): XmlElement;
 } {
@@ -119,6 +146,9 @@ function treeBuilder({ maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS 
   const stack: XmlElement[] = [];
   let root: XmlElement | undefined;
   let elements = 0;
+  /** Attributes read in the document, and in the tag being read. */
+  let attributeCount = 0;
+  let tagAttributes = 0;
   const localOf = localNames();
   const fail = (message: string): never => {
     throw new XmlError(`${parser.line}:${parser.column}: ${message}`);
@@ -129,6 +159,14 @@ function treeBuilder({ maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS 
     throw new XmlError(err.message);
   });
   parser.on('doctype', () => fail('a DOCTYPE is not accepted (no DTDs, no entity declarations)'));
+  // Counted as each is read: saxes keeps a tag's attributes until its end, then checks and builds them all at once.
+  parser.on('opentagstart', () => {
+    tagAttributes = 0;
+  });
+  parser.on('attribute', () => {
+    if (++attributeCount > maxAttributes) throw new XmlTooManyAttributesError(maxAttributes);
+    if (++tagAttributes > MAX_XML_ELEMENT_ATTRIBUTES) fail(`an element has more than ${MAX_XML_ELEMENT_ATTRIBUTES.toLocaleString('en-US')} attributes`);
+  });
   parser.on('opentag', (tag) => {
     if (++elements > maxElements) throw new XmlTooManyElementsError(maxElements);
     if (stack.length >= maxDepth) fail(`elements nest deeper than ${maxDepth} levels`);
@@ -199,6 +237,8 @@ const isNameStart = (c: number) => c < 128 && NAME_CHARS[c] === 1;
 const isNameChar = (c: number) => c < 128 && NAME_CHARS[c] !== 0;
 /** XML's white space. */
 const isSpace = (c: number) => c === 0x20 || c === 0x0a || c === 0x09 || c === 0x0d;
+/** Most attributes of one element the plain reader reads (checking each against those before it); an element of more is saxes's. */
+const PLAIN_TAG_ATTRIBUTES = 64;
 
 /** An XML 1.0 declaration at the document's start (version 1.0; an encoding name; standalone). */
 const XML_DECLARATION =
@@ -221,17 +261,20 @@ const isXmlChar = (c: number) => c === 0x09 || c === 0x0a || c === 0x0d || (c >=
  * characters), within the same limits. Anything else (a comment, CDATA, a processing instruction, a DOCTYPE,
  * another entity, a non-ASCII name, any error) is NOT_PLAIN, as soon as
  * it is met: saxes then reads the document from its start and builds the same tree, or says what is wrong and
- * where. Too many elements throws XmlTooManyElementsError as saxes would, at the same element: all before it is
+ * where (so is an element of more than PLAIN_TAG_ATTRIBUTES attributes). Too many elements throws
+ * XmlTooManyElementsError as saxes would, at the same element, and too many attributes XmlTooManyAttributesError at
+ * the same attribute: all before it is
  * plain and well-formed. Each call reads about `chars` characters (whole tags, text cut anywhere) and answers the
  * root, MORE, or NOT_PLAIN.
  */
-function plainTree(text: string, { maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS }: XmlLimits): (chars: number) => XmlElement | typeof MORE | typeof NOT_PLAIN {
+function plainTree(text: string, { maxDepth = MAX_XML_DEPTH, maxElements = MAX_XML_ELEMENTS, maxAttributes = MAX_XML_ATTRIBUTES }: XmlLimits): (chars: number) => XmlElement | typeof MORE | typeof NOT_PLAIN {
   const end = text.length;
   const stack: XmlElement[] = [];
   /** The open elements' qualified names (a closing tag repeats it). */
   const names: string[] = [];
   let root: XmlElement | undefined;
   let elements = 0;
+  let attributeCount = 0;
   const localOf = localNames();
   /** The name of the tag read last, whether it closed an element, and what name followed each name last time. */
   let last = '';
@@ -289,8 +332,9 @@ function plainTree(text: string, { maxDepth = MAX_XML_DEPTH, maxElements = MAX_X
       if (j >= end) return false;
       const value = text.slice(valueStart, j++);
       seen ??= [];
-      if (seen.includes(attribute)) return false;
+      if (seen.includes(attribute) || seen.length === PLAIN_TAG_ATTRIBUTES) return false;
       seen.push(attribute);
+      if (++attributeCount > maxAttributes) throw new XmlTooManyAttributesError(maxAttributes);
       if (attribute === 'xmlns' || attribute.startsWith('xmlns:')) continue;
       if (attributes === NO_ATTRIBUTES) attributes = {};
       attributes[localOf(attribute)] = value;
