@@ -17,6 +17,19 @@ describe('readAnswer and faultOf', () => {
     expect(faultOf('<html>Bad gateway')).toBeUndefined();
   });
 
+  it('names the code of a Fault whose fault string or Reason is empty, as of one without any', async () => {
+    // An empty string ended the run's message in 'answered a Fault (HTTP 500): ' and nothing, the code left out.
+    for (const inner of ['<faultstring/>', '<faultstring>  </faultstring>', '<faultstring><b>x</b></faultstring>']) {
+      const fault = envelope(`<s:Fault><faultcode>s:Client</faultcode>${inner}</s:Fault>`);
+      expect(await readAnswer(fault, call)).toEqual({ records: [], fault: 'fault without a reason (code s:Client)' });
+      expect(faultOf(fault)).toBe('fault without a reason (code s:Client)');
+    }
+    const v12 = envelope('<s:Fault><s:Code><s:Value>s:Receiver</s:Value></s:Code><s:Reason><s:Text xml:lang="en"></s:Text></s:Reason></s:Fault>');
+    expect(faultOf(v12)).toBe('fault without a reason (code s:Receiver)');
+    // Cut before its end (only the start of an error answer is read): no code to name.
+    expect(faultOf(`<s:Envelope><s:Body><s:Fault><faultcode>s:Client</faultcode><faultstring></faultstring>${'<Text '.repeat(5)}`)).toBe('fault without a reason');
+  });
+
   it('refuses what is not a SOAP envelope, saying why', async () => {
     await expect(readAnswer('<r><a></r>', call)).rejects.toThrow(/^the body is not well-formed XML \(1:\d+: /);
     await expect(readAnswer('<Other/>', call)).rejects.toThrow('the body is XML but not a SOAP envelope (root element Other)');

@@ -124,7 +124,8 @@ function cutFaultOf(text: string): string | undefined {
   const found = FAULT_TEXT.exec(text);
   if (!found) return 'fault without a reason (its answer was cut before one)';
   const value = found[1]!.replace(/&(lt|gt|amp|quot|apos);/g, (_, name: string) => ENTITIES[name]!).trim();
-  return found[2] === undefined ? `${value}… (cut: only the start of the answer is read)` : value;
+  if (found[2] === undefined) return `${value}… (cut: only the start of the answer is read)`;
+  return value || 'fault without a reason';
 }
 
 /** An XmlError as the SoapEnvelopeError it makes of an answer; anything else as it is. */
@@ -145,12 +146,12 @@ function bodyOf(root: XmlElement): XmlElement {
   return body;
 }
 
+/** The fault string (1.1) or the Reason's first Text (1.2); an empty one is no reason, and the code is named instead. */
 function faultString(fault: XmlElement): string {
   const v11 = fault.children.find((c) => c.local === 'faultstring');
-  if (v11) return v11.text.trim();
   const reason = fault.children.find((c) => c.local === 'Reason');
-  const text = reason ? firstDescendant(reason, 'Text') : undefined;
-  if (text) return text.text.trim();
+  const text = (v11 ?? (reason ? firstDescendant(reason, 'Text') : undefined))?.text.trim();
+  if (text) return text;
   const code = fault.children.find((c) => c.local === 'faultcode' || c.local === 'Code');
   return code ? `fault without a reason (code ${collectText(code).trim()})` : 'fault without a reason';
 }
