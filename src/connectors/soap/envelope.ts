@@ -1,5 +1,5 @@
 import type { SoapCall } from '../types.js';
-import { descendants, firstDescendant, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooLargeError } from './xml.js';
+import { descendants, firstDescendant, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooLargeError, XmlTooWideError } from './xml.js';
 
 /**
  * SOAP 1.1 and 1.2 on the wire: the envelope a page request sends, and what an answer says (its
@@ -72,7 +72,8 @@ export class SoapEnvelopeError extends Error {
 /**
  * Reads an answer (a page, up to the page-size bound: parsed without holding the event loop); rejects
  * with SoapEnvelopeError when it is not well-formed XML, not a SOAP envelope, or holds more elements
- * or attributes than a page may build (MAX_XML_ELEMENTS, MAX_XML_ATTRIBUTES; `limits` is for tests).
+ * or attributes than a page may build (MAX_XML_ELEMENTS, MAX_XML_ATTRIBUTES; `limits` is for tests), or a record
+ * of an element wider than MAX_JSON_NAMES.
  */
 export async function readAnswer(text: string, call: Pick<SoapCall, 'records' | 'stop'>, limits?: XmlLimits): Promise<SoapAnswer> {
   let root: XmlElement;
@@ -84,7 +85,13 @@ export async function readAnswer(text: string, call: Pick<SoapCall, 'records' | 
   const body = bodyOf(root);
   const fault = body.children.find((c) => c.local === 'Fault');
   if (fault) return { records: [], fault: faultString(fault) };
-  const answer: SoapAnswer = { records: descendants(body, call.records).map((r) => toJson(r, true)) };
+  let records: unknown[];
+  try {
+    records = descendants(body, call.records).map((r) => toJson(r, true));
+  } catch (err) {
+    throw envelopeError(err);
+  }
+  const answer: SoapAnswer = { records };
   const flag = call.stop ? firstDescendant(body, call.stop.flag) : undefined;
   if (flag) answer.flag = flag.text.trim();
   return answer;
@@ -133,6 +140,9 @@ function envelopeError(err: unknown): unknown {
   if (err instanceof XmlTooLargeError) {
     const limit = err.limit.toLocaleString('en-US');
     return new SoapEnvelopeError(`the SOAP answer has more than ${limit} ${err.counted}; a page is refused past ${limit} (lower pagination.page_size)`);
+  }
+  if (err instanceof XmlTooWideError) {
+    return new SoapEnvelopeError(`a record holds an element (${err.element}) of more than ${err.maxNames.toLocaleString('en-US')} distinct child element and attribute names; the page is refused`);
   }
   if (err instanceof XmlError) return new SoapEnvelopeError(`the body is not well-formed XML (${err.message})`);
   return err;

@@ -39,6 +39,13 @@ export const MAX_XML_ELEMENT_ATTRIBUTES = 10_000;
 export const MAX_XML_ATTRIBUTES = 1_000_000;
 
 /**
+ * Most keys toJson gives one element's object: its distinct child names and its attributes. Elements and
+ * attributes are bounded per document, but one element of a million distinct children became one object
+ * of a million keys, built and then sorted (for the row's hash) without a turn of the event loop: 3 s.
+ */
+export const MAX_JSON_NAMES = 10_000;
+
+/**
  * Characters handed to the parser at a time; parseXml yields to the event loop between slices. A
  * slice of 256 Ki characters takes a few ms to parse and build (about 30 ms at worst, with the
  * collector's work); 1 Mi took up to 90 ms. The yields cost nothing measurable (252 on a 63 MiB page).
@@ -85,6 +92,17 @@ export class XmlTooManyAttributesError extends XmlTooLargeError {
   constructor(maxAttributes: number) {
     super(maxAttributes, 'attributes');
     this.name = 'XmlTooManyAttributesError';
+  }
+}
+
+/** An element whose JSON object would have more than MAX_JSON_NAMES keys (toJson). */
+export class XmlTooWideError extends XmlError {
+  constructor(
+    readonly element: string,
+    readonly maxNames: number,
+  ) {
+    super(`element ${element} has more than ${maxNames.toLocaleString('en-US')} distinct child element and attribute names`);
+    this.name = 'XmlTooWideError';
   }
 }
 
@@ -463,6 +481,7 @@ export type XmlJson = string | { [name: string]: XmlJson | XmlJson[] };
  * An element as JSON: its children by local name (a repeated name becomes an array), its attributes
  * as `@name`, its text as `#text` beside them; an element with neither children nor attributes is
  * its text. `asObject` keeps even a text-only element an object (records are always objects).
+ * Throws XmlTooWideError for an element (this one or one inside it) of more than MAX_JSON_NAMES keys.
  */
 export function toJson(element: XmlElement, asObject = false): XmlJson {
   const attributes = element.attributes === NO_ATTRIBUTES ? [] : Object.entries(element.attributes);
@@ -472,11 +491,15 @@ export function toJson(element: XmlElement, asObject = false): XmlJson {
   // `toString` is a key like any other, and `__proto__` is defined as an own property.
   const out: { [name: string]: XmlJson | XmlJson[] } = {};
   for (const [name, value] of attributes) own(out, `@${name}`, value);
+  let names = attributes.length;
   for (const child of element.children) {
     const value = toJson(child);
     const name = child.local;
     const known = out[name];
-    if (known === undefined || !Object.hasOwn(out, name)) own(out, name, value);
+    if (known === undefined || !Object.hasOwn(out, name)) {
+      if (++names > MAX_JSON_NAMES) throw new XmlTooWideError(element.local, MAX_JSON_NAMES);
+      own(out, name, value);
+    }
     else if (Array.isArray(known)) known.push(value);
     else out[name] = [known, value];
   }
