@@ -269,6 +269,21 @@ describe('hostile and broken answers', () => {
     expect(rest.error?.message).toBe('upstream answered HTTP 200 with a body that is not JSON (content-type text/plain; charset=utf-8): bad request: Bearer [REDACTED]');
   });
 
+  it('names of any length in an answer that is refused: the message quotes at most 500 characters of its reason', async () => {
+    // A root element, or an attribute written twice, named by 20 MB: the run's message, its event's payload and
+    // the log line each held the 20 MB name.
+    const name = 'N'.repeat(1_000_000);
+    for (const [path, page, reason] of [
+      ['/long-root', `<${name}/>`, `the body is XML but not a SOAP envelope (root element ${'N'.repeat(400)}`],
+      ['/long-attribute', envelope(`<Partner ${name}="1" ${name}="2"/>`), 'the body is not well-formed XML (1:'],
+      ['/long-wide', envelope(`<Partner><id>1</id><${name}>${Array.from({ length: 10_001 }, (_, i) => `<f${i}/>`).join('')}</${name}></Partner>`), 'a record holds an element (NNNN'],
+    ] as const) {
+      const { error } = await readHostile(path, 200, page);
+      expect(error?.message.startsWith(`upstream answered HTTP 200 with a body that is not a SOAP envelope: ${reason}`)).toBe(true);
+      expect(error?.message.length).toBeLessThan(1_000);
+    }
+  });
+
   it('nesting deeper than the bound is refused', async () => {
     const deep = envelope(`${'<a>'.repeat(100)}${'</a>'.repeat(100)}`);
     const { error } = await readHostile('/deep', 200, deep);

@@ -23,7 +23,8 @@ async function parseAnswer(text: string, status: number, headers: ResponseHeader
     return await readAnswer(text, call);
   } catch (err) {
     if (!(err instanceof SoapEnvelopeError)) throw err;
-    throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body that is not a SOAP envelope: ${err.message} (content-type ${contentType(headers)}): ${quote(text, 200)}`, status);
+    // The reason may name what the answer holds (a root element's name, an attribute's): quoted, as the body is.
+    throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body that is not a SOAP envelope: ${quote(err.message)} (content-type ${contentType(headers)}): ${quote(text, 200)}`, status);
   }
 }
 
