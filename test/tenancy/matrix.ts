@@ -368,11 +368,11 @@ export const ENDPOINTS: EndpointCase[] = [
     type: 'application/json',
     body: { apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: '{their.process}' }, spec: { event: 'connector.run.*', decision: 'decision.mine' } },
   },
-  // A decision type names no tenant: a process of mine minting their workflow's dormancy type is mine alone.
+  // A process of mine may not mint their workflow's dormancy type (nor any tenant's: only the hub emits decision.dormant.*).
   {
     route: 'POST /api/processes/apply',
     path: '/api/processes/apply',
-    expect: 201,
+    expect: 400,
     type: 'application/json',
     body: { apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'mine-dormant' }, spec: { event: 'connector.run.*', decision: 'decision.dormant.{their.workflow}' } },
   },

@@ -34,8 +34,18 @@ describe('checkProcessManifest', () => {
     expect(check.errors).toEqual([{ field: 'spec.decision', message: `${fault}: ${FORM}` }]);
   });
 
+  it("refuses the workflow dormancy sweep's decision types (decision.dormant.<workflow>): another's decisions imitated, and the inbox's scope filter misled", () => {
+    for (const decision of ['decision.dormant.partner-status', 'decision.dormant', 'decision.dormant.a.b']) {
+      const check = checkProcessManifest({ apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'p' }, spec: { event: 'connector.run.*', decision } });
+      expect([decision, check.errors]).toEqual([
+        decision,
+        [{ field: 'spec.decision', message: `spec.decision ${decision} is a type of the workflows' dormancy decisions (decision.dormant.<workflow>), which only the hub emits: choose another (e.g. decision.big-run)` }],
+      ]);
+    }
+  });
+
   it('accepts decision types of letters, digits, _ and - in dotted segments', () => {
-    for (const decision of ['decision.big-run', 'decision.A_1.b-2', 'decision.x']) {
+    for (const decision of ['decision.big-run', 'decision.A_1.b-2', 'decision.x', 'decision.dormancy', 'decision.dormant-partners', 'decision.x.dormant']) {
       expect(checkProcessManifest({ apiVersion: 'apps.svc.io/v1', kind: 'Process', metadata: { name: 'p' }, spec: { event: 'connector.run.*', decision } }).errors).toEqual([]);
     }
   });

@@ -71,6 +71,10 @@ export function checkProcessManifest(given: unknown): ProcessCheck {
   if (onlyDecisions(spec.event)) {
     errors.add('spec.event', `spec.event ${spec.event} matches only decision.* events, and decisions never feed processes (no loops)`);
   }
+  if (spec.decision === 'decision.dormant' || spec.decision.startsWith('decision.dormant.')) {
+    // The inbox lists decision.dormant.<workflow> by that workflow's scopes: a process's would be taken for the workflow's.
+    errors.add('spec.decision', `spec.decision ${spec.decision} is a type of the workflows' dormancy decisions (decision.dormant.<workflow>), which only the hub emits: choose another (e.g. decision.big-run)`);
+  }
   if (spec.when !== undefined) {
     try {
       compileWhen(spec.when);
