@@ -1,3 +1,4 @@
+import { pieceEnd } from './validation/input-limits.js';
 /**
  * Fills a template's placeholders (`slots`, a global pattern whose first group names the value, `textOf` its text),
  * each name's value made once however often the template names it, and keeps at most `max`
@@ -30,7 +31,5 @@ export function renderBounded(template: string, slots: RegExp, textOf: (name: st
  * refuses with a lone surrogate in it, failing the process consumer's batch at every pass) nor sent as UTF-8.
  */
 function cut(text: string, max: number): string {
-  const last = text.charCodeAt(max - 1);
-  const end = last >= 0xd800 && last <= 0xdbff ? max - 1 : max;
-  return `${text.slice(0, end)}… (cut at ${max.toLocaleString('en-US')} characters)`;
+  return `${text.slice(0, pieceEnd(text, 0, max))}… (cut at ${max.toLocaleString('en-US')} characters)`;
 }

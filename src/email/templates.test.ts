@@ -50,6 +50,9 @@ describe('e-mail templates', () => {
     // Every line break Unicode has: a bare CR or LF, VT, FF, NEL and the line and paragraph separators.
     expect(subjectLine('a\rb\nc\vd\fe\u0085f\u2028g\u2029h')).toBe('a b c d e f g h');
     expect(subjectLine('x'.repeat(2000))).toHaveLength(998);
+    // Never half of an emoji at the cut (it would be sent as U+FFFD): one character fewer.
+    expect(subjectLine(`${'x'.repeat(997)}😀😀`)).toBe('x'.repeat(997));
+    expect(subjectLine(`${'x'.repeat(996)}😀😀`)).toBe(`${'x'.repeat(996)}😀`);
   });
 
   it('cut what a template renders at RENDERED_MAX characters, the cut said: a body naming a large payload 1,800 times does not carry 1,800 copies', () => {

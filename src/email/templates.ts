@@ -1,5 +1,6 @@
 import { ValidationError } from '../errors.js';
 import { renderBounded } from '../template-render.js';
+import { pieceEnd } from '../validation/input-limits.js';
 
 /**
  * The subject and body templates of e-mail rules (docs/email.md). Text with `{{ placeholder }}`
@@ -108,8 +109,9 @@ function text(value: unknown): string {
 /**
  * A rendered subject as one header line: line breaks become spaces (every one Unicode has: CR, LF,
  * VT, FF, NEL, U+2028 and U+2029, which a mail client shows as a break once the header is decoded),
- * and tabs; at most 998 characters.
+ * and tabs; at most 998 characters, never half of a surrogate pair at the cut (pieceEnd).
  */
 export function subjectLine(rendered: string): string {
-  return rendered.replace(/[\r\n\t\v\f\u0085\u2028\u2029]+/g, ' ').trim().slice(0, 998);
+  const line = rendered.replace(/[\r\n\t\v\f\u0085\u2028\u2029]+/g, ' ').trim();
+  return line.slice(0, pieceEnd(line, 0, 998));
 }

@@ -6,6 +6,7 @@ import { entitiesOfScope } from '../entities/store.js';
 import type { EntityDef } from '../entities/types.js';
 import { HubError, type Rendered } from '../errors.js';
 import { cancelledOnAbort } from './analytic/run.js';
+import { pieceEnd } from '../validation/input-limits.js';
 import type { CardColumn, CardRelation, SchemaCard } from './analytic/schema-card.js';
 
 /**
@@ -139,11 +140,8 @@ export const MAX_EXAMPLE_CHARS = 200;
 
 function example(value: string): string {
   if (value.length <= MAX_EXAMPLE_CHARS) return value;
-  let end = MAX_EXAMPLE_CHARS - 1;
   // Never half of a pair: the card is jsonb, which refuses a lone surrogate.
-  const last = value.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end -= 1;
-  return `${value.slice(0, end)}…`;
+  return `${value.slice(0, pieceEnd(value, 0, MAX_EXAMPLE_CHARS - 1))}…`;
 }
 
 export interface StoredCard {
