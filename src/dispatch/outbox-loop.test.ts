@@ -104,6 +104,34 @@ describe('outbox loop', () => {
     await clock.stop();
   });
 
+  it('with handle, an event whose handling PostgreSQL refuses as data is set aside; the events after it go on', async () => {
+    const logs = captureLogs('info');
+    const seen: number[] = [];
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-refused',
+      every: 60_000,
+      batch: 10,
+      handle: async (event) => {
+        const orgId = event.payload.orgId as number;
+        if (orgId === 62) await t.db.crossTenant('test', (tx) => tx.query(`select 'not a number'::integer`));
+        seen.push(orgId);
+      },
+    });
+    const clock = new ClockRunner();
+    try {
+      await loop.start(clock);
+      for (const orgId of [61, 62, 63]) await emit(orgId);
+      await drainUntil(loop, 3);
+      expect(seen).toEqual([61, 63]);
+      expect(logs.lines().filter((l) => String(l.msg).includes('set aside'))).toMatchObject([{ level: 'error', consumer: 'loop-refused', sqlstate: '22P02' }]);
+      expect(await loop.drain()).toBe(0);
+      expect(seen).toEqual([61, 63]);
+    } finally {
+      logs.restore();
+      await clock.stop();
+    }
+  });
+
   it('a stopping clock ends a pass after the batch in hand, not once a backlog is drained; the next start goes on from there', async () => {
     const seen: number[] = [];
     const loop = new OutboxLoop(t.db, {

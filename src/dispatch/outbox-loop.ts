@@ -15,7 +15,9 @@ interface OutboxLoopOptions {
   every: number;
   batch: number;
   /**
-   * Handles one event. A throw stops the batch there; the event is read again on the next pass.
+   * Handles one event. A throw stops the batch there; the event is read again on the next pass,
+   * unless PostgreSQL refused as data what the handler wrote (refusedValueCode): every try would
+   * meet that again, so the event is set aside (passed, logged at error, counted) and the rest go on.
    * A `Postpone` thrown says the event cannot be handled before a given time (the server it needs is
    * away): the loop then makes no pass until then, and logs nothing (the handler says why).
    * Returning `false` says the event needed nothing (no rule, no hook matched): the cursor then
@@ -37,7 +39,8 @@ interface OutboxLoopOptions {
    * Instead of `handle`: handles a whole batch inside one cross-tenant transaction that also
    * advances the cursor past the batch, so what the handler writes there (events it emits) and the
    * cursor commit together: nothing is lost or done twice across a crash. A throw rolls both back;
-   * the batch is read again on the next pass.
+   * the batch is read again on the next pass; refused as data (refusedValueCode), it is handled
+   * again one event at a time and the event refused alone is set aside (`oneAtATime`).
    */
   handleBatchInTx?: (tx: Tx, events: OutboxEvent[]) => Promise<void>;
   /**
@@ -241,7 +244,6 @@ export class OutboxLoop {
    * the events of deactivated tenants read with the batch).
    */
   private async oneAtATime(handle: (tx: Tx, events: OutboxEvent[]) => Promise<void>, events: OutboxEvent[], from: Position, to: Position): Promise<{ handled: number; done: boolean }> {
-    const { name } = this.options;
     let at = from;
     let handled = 0;
     for (const [i, event] of events.entries()) {
@@ -256,16 +258,22 @@ export class OutboxLoop {
         } catch (passing) {
           return { handled: handled + this.batchFailed(passing, event), done: false };
         }
-        setAsideEvents().inc({ consumer: name });
-        logger().error(
-          { consumer: name, eventId: event.id, eventType: event.type, tenantId: event.tenantId, sqlstate: code },
-          `outbox consumer ${name} set aside event ${event.id} (${event.type}, tenant ${event.tenantId}): ${describeRefusal(code)}; the events after it go on`,
-        );
+        this.setAside(event, code);
       }
       handled++;
       at = past;
     }
     return { handled, done: true };
+  }
+
+  /** Says that `event`, refused as data (`code`), was passed with nothing of it done: logged at error (not the database's text, which may quote the data) and counted. */
+  private setAside(event: OutboxEvent, code: string): void {
+    const { name } = this.options;
+    setAsideEvents().inc({ consumer: name });
+    logger().error(
+      { consumer: name, eventId: event.id, eventType: event.type, tenantId: event.tenantId, sqlstate: code },
+      `outbox consumer ${name} set aside event ${event.id} (${event.type}, tenant ${event.tenantId}): ${describeRefusal(code)}; the events after it go on`,
+    );
   }
 
   /** Handles everything visible now (several batches when the outbox is busy). Returns the count. */
@@ -335,8 +343,18 @@ export class OutboxLoop {
               this.pending = false;
               return handled;
             }
-            logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
-            return handled;
+            const code = refusedValueCode(err);
+            if (code === undefined) {
+              logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
+              return handled;
+            }
+            // Refused as data, which every try meets again: passed, so the events after it go on.
+            await this.consumer.advance(event.position);
+            this.setAside(event, code);
+            skipped = undefined;
+            handled++;
+            if (this.halted && !haltedAtStart) return handled;
+            continue;
           }
           handled++;
           if (acted === false) {
