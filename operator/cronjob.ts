@@ -121,6 +121,17 @@ export function cronJobAlternateName(kind: ManifestKind, namespace: string, name
   return suffixedWithHash(`${kind.kind}-${namespace}-${name}`.toLowerCase(), CRONJOB_NAME_MAX, `${kind.kind}/${namespace}/${name}`);
 }
 
+/**
+ * The name a resource's CronJob takes when both `cronJobName`'s and `cronJobAlternateName`'s are
+ * other resources': both are computed from the namespace and name alone, so whoever may create
+ * resources in a namespace whose name, with a dash, begins another's (`team` and `team-a`) could
+ * take both before that namespace's resource is created, and keep it from being scheduled. This one
+ * is suffixed with a hash that takes in the resource's uid too, which no other namespace can know.
+ */
+export function cronJobUidName(kind: ManifestKind, namespace: string, name: string, uid: string): string {
+  return suffixedWithHash(`${kind.kind}-${namespace}-${name}`.toLowerCase(), CRONJOB_NAME_MAX, `${kind.kind}/${namespace}/${name}/${uid}`);
+}
+
 /** The CronJob name of the old layout (`<kind>-<name>` in the resource's own namespace, owned by the resource). */
 export function legacyCronJobName(kind: ManifestKind, name: string): string {
   return cutWithHash(`${kind.kind.toLowerCase()}-${name}`, CRONJOB_NAME_MAX);
@@ -275,14 +286,26 @@ export async function syncCronJob(batch: BatchV1Api, now: Date, target: RunTempl
   let name = cronJobName(kind, resource.metadata.namespace, resource.metadata.name);
   let existing = await read(name);
   if (!existing || anotherResources(existing)) {
-    // The name is another resource's: this one's CronJob takes the alternate name (and keeps it, so
-    // it is looked for there too, whether or not the other resource still exists).
-    const alternate = cronJobAlternateName(kind, resource.metadata.namespace, resource.metadata.name);
-    const there = await read(alternate);
-    if (existing || isOwned(there)) {
-      name = alternate;
-      existing = there;
+    // The name is another resource's: this one's CronJob takes the alternate name, or the one of
+    // its uid when that is another resource's too (and keeps it, so it is looked for there too,
+    // whether or not the other resource still exists): the first of them that is this resource's,
+    // else the first that is not another resource's.
+    const alternates = [
+      cronJobAlternateName(kind, resource.metadata.namespace, resource.metadata.name),
+      cronJobUidName(kind, resource.metadata.namespace, resource.metadata.name, resource.metadata.uid!),
+    ];
+    let chosen: { name: string; job: V1CronJob | undefined } | undefined = existing ? undefined : { name, job: undefined };
+    let last: { name: string; job: V1CronJob | undefined } | undefined;
+    for (const alternate of alternates) {
+      last = { name: alternate, job: await read(alternate) };
+      if (isOwned(last.job)) {
+        chosen = last;
+        break;
+      }
+      if (!chosen && !anotherResources(last.job)) chosen = last;
     }
+    // Every name another resource's: the last one, a CronJobConflict below.
+    ({ name, job: existing } = chosen ?? last!);
   }
   const owned = isOwned(existing);
   if (!schedule) {

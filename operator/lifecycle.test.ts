@@ -639,6 +639,40 @@ describe('CronJobs in the release namespace', () => {
     }
   });
 
+  it('give a resource a CronJob when the resources of another namespace hold both its name and its alternate name', async () => {
+    // A namespace owner of `squat` knows the name and the alternate name of a resource `n` of
+    // `squat-v` (another party's namespace): both are computed from the namespace and name alone.
+    // Two resources of their own take both before it is created: it is scheduled all the same.
+    const op = operator('squat', { namespaces: ['squat', 'squat-v'] });
+    const alternate = cronJobAlternateName(WIDGET, 'squat-v', 'n');
+    const squatter = alternate.slice('widget-squat-'.length);
+    expect(cronJobName(WIDGET, 'squat', squatter)).toBe(alternate);
+    api.apply('widgets', widget('squat', 'v-n', { schedule: '0 4 * * *' }));
+    api.apply('widgets', widget('squat', squatter, { schedule: '0 4 * * *' }));
+    await op.start();
+    try {
+      await until('both squatters scheduled', () => conditionOf('squat', 'v-n', 'Scheduled')?.status === 'True' && conditionOf('squat', squatter, 'Scheduled')?.status === 'True');
+      expect(cronJob('widget-squat-v-n')!.metadata.labels?.['svc.io/resource-uid']).toBe(get('squat', 'v-n')!.metadata.uid);
+      expect(cronJob(alternate)!.metadata.labels?.['svc.io/resource-uid']).toBe(get('squat', squatter)!.metadata.uid);
+      api.apply('widgets', widget('squat-v', 'n', { schedule: '0 5 * * *' }));
+      const scheduled = await until('the victim scheduled', () => conditionOf('squat-v', 'n', 'Scheduled'));
+      expect(scheduled).toMatchObject({ status: 'True', reason: 'CronJobReady' });
+      const uid = get('squat-v', 'n')!.metadata.uid!;
+      const own = api.list('batch/v1', 'cronjobs', RELEASE_NS).filter((j) => j.metadata.labels?.['svc.io/resource-uid'] === uid);
+      expect(own).toHaveLength(1);
+      expect(scheduled.message).toBe(`CronJob ${own[0]!.metadata.name} runs "0 5 * * *" (Etc/UTC)`);
+      // The squatters' CronJobs are left alone; the one freed name does not give the victim a second CronJob.
+      expect(specOf(cronJob('widget-squat-v-n')).schedule).toBe('0 4 * * *');
+      api.remove(API_VERSION, 'widgets', 'squat', 'v-n');
+      await until('the first squatter gone', () => !cronJob('widget-squat-v-n') && !get('squat', 'v-n'));
+      api.apply('widgets', widget('squat-v', 'n', { schedule: '0 6 * * *' }));
+      await until('the victim rescheduled', () => specOf(cronJob(own[0]!.metadata.name!))?.schedule === '0 6 * * *');
+      expect(api.list('batch/v1', 'cronjobs', RELEASE_NS).filter((j) => j.metadata.labels?.['svc.io/resource-uid'] === uid)).toHaveLength(1);
+    } finally {
+      await op.stop();
+    }
+  });
+
   it('report a CronJob of that name that is not the operator\'s as Scheduled=False CronJobConflict, and the resource as not Ready (Stalled)', async () => {
     const op = operator('conflict', { namespaces: ['conflict'] });
     api.apply('cronjobs', { apiVersion: 'batch/v1', kind: 'CronJob', metadata: { name: 'widget-conflict-taken', namespace: RELEASE_NS }, spec: jobSpec('1 1 * * *') });
