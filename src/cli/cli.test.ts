@@ -108,6 +108,19 @@ describe('login, whoami, logout', () => {
     }
   });
 
+  it('a credential holding a character no HTTP header can carry (the CR of a token file saved with CRLF) is said as such, not as a hub that cannot be reached; nothing is sent, the token never printed', async () => {
+    const env = { SVC_CLI_CONFIG: join(dir, 'never-written.json'), SVC_URL: hub.url };
+    const cr = 'holds U+000D (a carriage return: the line end of a file saved with CRLF line ends?), which no HTTP header can carry; nothing was sent';
+    // SVC_TOKEN=$(cat token.txt) keeps the \r of a CRLF file: the hub is up all the same
+    expect(await svc(['connectors', 'ls'], { env: { ...env, SVC_TOKEN: 'tok-crlf-5e1d\r' } })).toEqual({ code: 1, out: '', err: `error: the token in SVC_TOKEN ${cr}\n` });
+    expect(await svc(['connectors', 'ls'], { env: { ...env, SVC_DEV_TENANT: '1\r' } })).toEqual({ code: 1, out: '', err: `error: the dev tenant (SVC_DEV_TENANT, or the stored login's) ${cr}\n` });
+    const login = await svc(['login', '--url', hub.url, '--token', 'tok-esc-77\x1b[2J'], { env: { SVC_CLI_CONFIG: join(dir, 'never-written.json') } });
+    expect(login).toEqual({ code: 1, out: '', err: 'error: the given token holds U+001B, which no HTTP header can carry; nothing was sent; nothing was stored\n' });
+    expect(existsSync(join(dir, 'never-written.json'))).toBe(false);
+    // a character past U+00FF (a header is bytes)
+    expect((await svc(['connectors', 'ls'], { env: { ...env, SVC_TOKEN: 'tok-€' } })).err).toBe('error: the token in SVC_TOKEN holds U+20AC, which no HTTP header can carry; nothing was sent\n');
+  });
+
   it('keeps nothing when the hub cannot be reached, and refuses a bad command line with 2', async () => {
     const file = join(dir, 'unreachable.json');
     const down = await svc(['login', '--url', 'http://127.0.0.1:1', '--dev-tenant', '1'], { env: { SVC_CLI_CONFIG: file } });

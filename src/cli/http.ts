@@ -69,6 +69,28 @@ function notAHub(target: Target): string {
   return `not a svc-hub, or not its base URL${nothingStored(target)}`;
 }
 
+/** Which token a message speaks of: SVC_TOKEN's, the one given to login, or the stored one. */
+function tokenWhich(target: Target): string {
+  return target.tokenFrom === 'environment' ? 'the token in SVC_TOKEN' : target.tokenFrom === 'login' ? 'the given token' : 'the stored token';
+}
+
+/** What an HTTP header value may not hold (the HTTP client's own test): a control character but tab, DEL, anything past U+00FF. */
+const NOT_IN_HEADER = /[^\t\x20-\x7e\x80-\xff]/u;
+
+/**
+ * `value` when a header can carry it; else an error naming `what` and the character (never the
+ * value: a token). Most often the CR that `SVC_TOKEN=$(cat token.txt)` keeps from a file saved with
+ * CRLF line ends; the HTTP client refused it as `invalid authorization header`, which svc said as
+ * `cannot reach URL`, of a hub that was up.
+ */
+function sendable(value: string, what: string, target: Target): string {
+  const bad = NOT_IN_HEADER.exec(value)?.[0];
+  if (bad === undefined) return value;
+  const code = `U+${bad.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+  const cr = bad === '\r' ? ' (a carriage return: the line end of a file saved with CRLF line ends?)' : '';
+  throw new CliError(`${what} holds ${code}${cr}, which no HTTP header can carry; nothing was sent${nothingStored(target)}`);
+}
+
 /**
  * What a 401 `no tenant in security context` to a token means, by how `/api/bff/v1/me` says the hub
  * authenticated the same credential: a hub running the dev bypass reads no token (the tenant comes from
@@ -76,7 +98,7 @@ function notAHub(target: Target): string {
  * did not say (refused, unreachable), so both are named.
  */
 export function tokenWithoutTenant(target: Target, via: unknown): string {
-  const which = target.tokenFrom === 'environment' ? 'the token in SVC_TOKEN' : target.tokenFrom === 'login' ? 'the given token' : 'the stored token';
+  const which = tokenWhich(target);
   const stored = nothingStored(target);
   const devTenant = target.tokenFrom === 'environment' ? 'unset SVC_TOKEN and set SVC_DEV_TENANT=ID' : `svc login --url ${target.url} --dev-tenant ID`;
   if (via === 'dev-bypass') return `${target.url} runs the dev bypass and reads no token, so the call named no tenant: ${devTenant}${stored}`;
@@ -279,10 +301,11 @@ export class Hub {
     options: { query?: Query; headers: Record<string, string>; body?: string; bodyTimeout?: number; headersTimeout?: number },
   ): Promise<Dispatcher.ResponseData> {
     const url = this.url(route, options.query);
+    const credential = this.authHeaders();
     try {
       return await request(url, {
         method,
-        headers: { ...this.authHeaders(), ...options.headers },
+        headers: { ...credential, ...options.headers },
         body: options.body,
         dispatcher: this.agent,
         signal: this.signal,
@@ -303,9 +326,11 @@ export class Hub {
     }
   }
 
+  /** The credential's header; one that no header can carry is said here, before anything is sent (the HTTP client's refusal would read as a hub that cannot be reached). */
   private authHeaders(): Record<string, string> {
-    if (this.target.token) return { authorization: `Bearer ${this.target.token}` };
-    if (this.target.devTenant) return { 'x-tenant-id': this.target.devTenant };
+    const { token, devTenant } = this.target;
+    if (token) return { authorization: `Bearer ${sendable(token, tokenWhich(this.target), this.target)}` };
+    if (devTenant) return { 'x-tenant-id': sendable(devTenant, "the dev tenant (SVC_DEV_TENANT, or the stored login's)", this.target) };
     return {};
   }
 }
