@@ -741,6 +741,17 @@ describe('apply and connectors', () => {
     // TERM=dumb: a terminal that cannot erase a line gets the line ended instead
     const { err: dumb } = await svc(['apply', '-f', '-'], { stderr: { isTTY: true }, stdin: `${'x'.repeat(1024 * 1024 + 100)}: [\n`, env: { SVC_CLI_CONFIG: config, TERM: 'dumb' } });
     expect(dumb.startsWith('reading stdin (1.0 MiB)…\nerror: stdin document 1: ')).toBe(true);
+    // A file of -f DIR is named as listed (a repository cloned from someone else): its control and format characters are shown, never obeyed
+    const dir = mkdtempSync(join(tmpdir(), 'svc-slow-name-'));
+    try {
+      writeFileSync(join(dir, 'x\u001b]0;pwned\u0007\u001b[2J\u202eevil.yaml'), `${'x'.repeat(1024 * 1024 + 100)}: [\n`);
+      const named = await svc(['apply', '-f', dir]);
+      expect(named.code).toBe(1);
+      expect(named.err.startsWith(`reading ${dir}/x\\x1b]0;pwned\\x07\\x1b[2J\\u202eevil.yaml (1.0 MiB)…\nerror: `)).toBe(true);
+      expect(named.err).toBe(printable(named.err));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('applies a directory\'s .json, .yaml and .yml files in the order of their names, every kind checked before anything is sent', async () => {

@@ -339,7 +339,7 @@ async function readManifests(c: Ctx): Promise<Manifest[]> {
     // YAML is read at about a MiB a second, in one go: a larger text says what is taking the time (JSON.parse reads most JSON at once).
     const slow = {
       above: MAX_YAML_BYTES,
-      reading: () => c.err(`reading ${name} (${humanBytes(Buffer.byteLength(text))})…${rewritesLines(c.io) ? '' : '\n'}`),
+      reading: () => c.err(`reading ${printable(name)} (${humanBytes(Buffer.byteLength(text))})…${rewritesLines(c.io) ? '' : '\n'}`),
       // cleared on a terminal, also before the error that says why the file was not read
       done: () => rewritesLines(c.io) && c.err('\r\u001b[K'),
     };
