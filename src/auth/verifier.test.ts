@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it, jest } from '@jest/globals';
-import { exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
+import { type CryptoKey, exportJWK, generateKeyPair, type JWK, SignJWT } from 'jose';
 import { startIssuer, type TestIssuer } from '../../test/harness/tokens.js';
 import { Unavailable } from '../errors.js';
 import { freePort } from '../db/embedded.js';
@@ -359,6 +359,47 @@ describe('key discovery', () => {
       // The claims are still checked with the key that verified: an expired token is refused as expired.
       await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { expiresIn: -60 }))).rejects.toThrow(/ERR_JWT_EXPIRED/);
     } finally {
+      await relay.close();
+    }
+  });
+
+  it('a key of the key set the hub cannot use (RSA under 2048 bits, no exponent, an EC point off its curve) refuses the tokens naming it (401 naming the key), never an error of the hub nor an outage: a key the provider adds is still fetched', async () => {
+    const relay = await keySetRelay(['rs-1', 'es-1']);
+    const later = fakeWallClock();
+    const logs = captureLogs('warn');
+    try {
+      const weak = (await crypto.subtle.generateKey({ name: 'RSASSA-PKCS1-v1_5', modulusLength: 1024, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, true, ['sign', 'verify'])) as { publicKey: CryptoKey };
+      const { keys } = (await (await fetch(issuer.jwksUri)).json()) as { keys: JWK[] };
+      const [rsJwk, esJwk] = [keys.find((k) => k.kid === 'rs-1')!, keys.find((k) => k.kid === 'es-1')!];
+      relay.extra = [
+        { ...(await exportJWK(weak.publicKey)), kid: 'weak', alg: 'RS256', use: 'sig' },
+        { kty: 'RSA', n: rsJwk.n, kid: 'no-e', alg: 'RS256', use: 'sig' },
+        { ...esJwk, x: esJwk.y, kid: 'off-curve' },
+      ];
+      const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri });
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }))).resolves.toMatchObject({ tenant_id: 1 });
+      later(31_000);
+      const claims = { tenant_id: 1, iss: issuer.issuer, sub: 's', exp: Math.floor(Date.now() / 1000) + 300 };
+      // Refused before its signature is looked at (jose would not sign with the weak key either): any signature will do.
+      const naming = (kid: string) => [{ alg: kid === 'off-curve' ? 'ES256' : 'RS256', kid }, claims].map((part) => Buffer.from(JSON.stringify(part)).toString('base64url')).concat('c2ln').join('.');
+      for (const [kid, reason] of [
+        ['weak', 'RS256 requires key modulusLength to be 2048 bits or larger'],
+        ['no-e', 'Invalid keyData'],
+        ['off-curve', 'Invalid keyData'],
+      ] as const) {
+        const err = await verifier.verify(naming(kid)).catch((e: unknown) => e);
+        expect(err).toBeInstanceOf(TokenRejected);
+        expect((err as Error).message).toBe(`key ${kid} of the key set cannot be used: ${reason}`);
+      }
+      // Not taken for an outage: a key the provider adds is fetched (jose's cooldown is over), never the 503 of the keys fetched last.
+      const added = await generateKeyPair('RS256', { extractable: true });
+      relay.extra.push({ ...(await exportJWK(added.publicKey)), kid: 'added', alg: 'RS256', use: 'sig' });
+      const byAdded = await new SignJWT({ tenant_id: 1 }).setProtectedHeader({ alg: 'RS256', kid: 'added' }).setIssuer(issuer.issuer).setSubject('s').setIssuedAt().setExpirationTime('5m').sign(added.privateKey);
+      await expect(verifier.verify(byAdded)).resolves.toMatchObject({ sub: 's' });
+      expect(logs.lines().map((l) => l.msg)).toEqual([]);
+    } finally {
+      logs.restore();
+      jest.useRealTimers();
       await relay.close();
     }
   });

@@ -1,4 +1,4 @@
-import { createLocalJWKSet, createRemoteJWKSet, customFetch, errors as joseErrors, type ExportedJWKSCache, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, decodeProtectedHeader, errors as joseErrors, type ExportedJWKSCache, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
 import { Unavailable } from '../errors.js';
 import { mayPass } from '../http-status.js';
 import { logger } from '../observability/logger.js';
@@ -103,6 +103,22 @@ class ProviderOutage extends Error {
 class KeySetRefused extends TokenRejected {}
 
 /**
+ * fetch could not reach the key set, or lost it mid-body (fetch's TypeError): an outage. Wrapped so that
+ * it is told apart from the TypeErrors jose throws for a key of the set it cannot use.
+ */
+class KeySetUnreachable extends Error {
+  constructor(cause: Error) {
+    super(cause.message, { cause });
+    this.name = 'KeySetUnreachable';
+  }
+}
+
+/** `err` as KeySetUnreachable when it is fetch's TypeError (checked by name: it may come from another realm); as it came otherwise. */
+function unreached(err: unknown): never {
+  throw (err as Error | undefined)?.name === 'TypeError' ? new KeySetUnreachable(err as Error) : err;
+}
+
+/**
  * fetch for jose's key set: an answer that may pass is an outage (jose would make any non-200 a
  * JOSEError, so a 401). So is a 200 whose body is cut off (the connection dropped: fetch's TypeError)
  * or is no JSON (a proxy's or a restarting provider's page): jose would refuse every token on it
@@ -111,10 +127,10 @@ class KeySetRefused extends TokenRejected {}
  * a refused token's).
  */
 async function keySetFetch(url: string, init: RequestInit): Promise<Response> {
-  const response = await fetch(url, init);
+  const response = await fetch(url, init).catch(unreached);
   if (mayPass(response.status)) throw new ProviderOutage(`key set ${loggableUrl(url)}`, response.status);
   if (response.status !== 200) throw new KeySetRefused(`key set ${loggableUrl(url)} answered ${response.status}`);
-  const text = await response.text();
+  const text = await response.text().catch(unreached);
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -221,7 +237,7 @@ export class TokenVerifier {
         // due): the back-off of an outage without a set, so load on the hub is no flood of requests
         // at the provider. A refused fetch for a key id a fresh set lacks is that token's alone.
         if (err instanceof KeySetRefused && !this.keySetFresh()) throw this.keySetFailing(() => err);
-        throw refusal(err);
+        throw refusal(err, token);
       }
       if (!stale) throw this.keySetFailing(() => this.unreachable(err));
       // The key set was due again (or the token names a key it lacks) and the provider is down: the
@@ -244,7 +260,7 @@ export class TokenVerifier {
       return this.remember(token, await this.checked(token, stale.keys), stale.jwks);
     } catch (err) {
       if (err instanceof joseErrors.JWKSNoMatchingKey) throw this.unreachable(outage ?? err);
-      throw refusal(err);
+      throw refusal(err, token);
     }
   }
 
@@ -454,13 +470,22 @@ function freezeDeep(value: object): void {
 
 /** The provider could not be reached, or answered an outage: no connection, no answer in time, a status that may pass. */
 function isOutage(err: unknown): boolean {
-  // fetch could not reach the key set (checked by name: the error may come from another realm)
-  return err instanceof joseErrors.JWKSTimeout || err instanceof ProviderOutage || (err as Error | undefined)?.name === 'TypeError';
+  return err instanceof joseErrors.JWKSTimeout || err instanceof ProviderOutage || err instanceof KeySetUnreachable;
 }
 
-/** A failed verification as the caller's refusal (TokenRejected, a 401); anything else as it came. */
-function refusal(err: unknown): unknown {
+/**
+ * A failed verification of `token` as the caller's refusal (TokenRejected, a 401); anything else as it
+ * came. A key of the set the token names that jose cannot use is refused too: an RSA key shorter than
+ * 2048 bits (jose's TypeError), parameters that make no key (WebCrypto's DataError). It was a 500 for
+ * whoever named it, and a TypeError was taken for an outage (the keys fetched last standing in).
+ */
+function refusal(err: unknown, token: string): unknown {
   if (err instanceof TokenRejected) return err;
   if (err instanceof joseErrors.JOSEError) return new TokenRejected(`${err.code}: ${err.message}`);
+  const name = (err as Error | undefined)?.name;
+  if (name === 'TypeError' || name === 'DataError' || name === 'NotSupportedError') {
+    const { kid } = decodeProtectedHeader(token);
+    return new TokenRejected(`key ${kid === undefined ? 'without a kid' : loggableText(String(kid))} of the key set cannot be used: ${(err as Error).message}`);
+  }
   return err;
 }
