@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { JWTPayload } from 'jose';
+import { captureLogs } from '../../test/harness/log-capture.js';
 import { AuthenticationRequired, ForbiddenWithReason, ValidationError } from '../errors.js';
 import { Authenticator } from './authenticate.js';
 import type { Directory, HubUser, TokenIdentity } from './directory.js';
@@ -174,6 +175,26 @@ describe('Authenticator with tokens', () => {
     const f = fakes({ tenant_id: 2, user_id: value });
     expect(await rejection(f.auth.authenticate(bearer, false, []))).toBeInstanceOf(AuthenticationRequired);
     expect(f.identities).toEqual([]);
+  });
+
+  it.each([
+    [{ tenant_id: 'acme' }, 'claim tenant_id is not a tenant id'],
+    [{ tenant_id: 0 }, 'claim tenant_id names the system tenant'],
+    [{ tenant_id: 2, acting_as_tenant: [3] }, 'claim acting_as_tenant is not a tenant id'],
+    [{ tenant_id: 2, acting_as_tenant: '0', realm_access: { roles: ['svc_superadmin'] } }, 'claim acting_as_tenant names the system tenant'],
+    [{ tenant_id: 2, sub: ['ann'] as unknown as string }, 'claim sub is not a string'],
+    [{ tenant_id: 2, sub: '' }, 'token has no subject'],
+    [{ tenant_id: 2, user_id: 'ann' }, 'claim user_id is not a user id'],
+  ])('a verified token refused for its claims (%p) is a 401 whose reason the log names, as a token the verifier refuses', async (claims, reason) => {
+    const logs = captureLogs('info');
+    try {
+      const err = await rejection(fakes(claims).auth.authenticate(bearer, false, []));
+      expect(err).toBeInstanceOf(AuthenticationRequired);
+      expect((err as AuthenticationRequired).reason).toBe(reason);
+      expect(logs.lines()).toEqual([expect.objectContaining({ level: 'info', msg: 'bearer token refused', reason })]);
+    } finally {
+      logs.restore();
+    }
   });
 
   it('a token without a subject: AuthenticationRequired', async () => {

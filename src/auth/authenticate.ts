@@ -46,10 +46,7 @@ export class Authenticator {
     }
     // Node keeps the first Authorization and drops the rest without a word: "good, then bad" would
     // pass here and a proxy or log reading the last would see another caller.
-    if (givenTwice(rawHeaders, ['Authorization'])) {
-      logger().info({ reason: 'header Authorization is given twice' }, 'bearer token refused');
-      throw new AuthenticationRequired(platformPath, 'header Authorization is given twice');
-    }
+    if (givenTwice(rawHeaders, ['Authorization'])) throw refused(platformPath, 'header Authorization is given twice');
     const header = single(headers.authorization);
     if (!header) return undefined;
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -58,10 +55,7 @@ export class Authenticator {
     try {
       claims = await this.options.verifier!.verify(match[1]!);
     } catch (err) {
-      if (err instanceof TokenRejected) {
-        logger().info({ reason: err.message }, 'bearer token refused');
-        throw new AuthenticationRequired(platformPath, err.message);
-      }
+      if (err instanceof TokenRejected) throw refused(platformPath, err.message);
       throw err;
     }
     return this.tokenPrincipal(claims, platformPath);
@@ -98,15 +92,15 @@ export class Authenticator {
     }
     const roles = new Set(realmRoles(claims));
     const homeTenantId = claimedId(claims[this.options.tenantClaim]);
-    if (homeTenantId === null) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);
+    if (homeTenantId === null) throw refused(platformPath, `claim ${this.options.tenantClaim} is not a tenant id`);
     // The system tenant is the platform's own: no token may name it (a token without a tenant claim
     // still provisions its user there, but acts as no tenant).
-    if (homeTenantId === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, `claim ${this.options.tenantClaim} names the system tenant`);
+    if (homeTenantId === SYSTEM_TENANT) throw refused(platformPath, `claim ${this.options.tenantClaim} names the system tenant`);
     // A malformed or system-tenant acting_as_tenant makes the token invalid (401) whatever its roles,
     // as a malformed tenant_id does; a well-formed one without svc_superadmin is spec 1's 403.
     const target = claimedId(claims.acting_as_tenant);
-    if (target === null) throw new AuthenticationRequired(platformPath, 'claim acting_as_tenant is not a tenant id');
-    if (target === SYSTEM_TENANT) throw new AuthenticationRequired(platformPath, 'claim acting_as_tenant names the system tenant');
+    if (target === null) throw refused(platformPath, 'claim acting_as_tenant is not a tenant id');
+    if (target === SYSTEM_TENANT) throw refused(platformPath, 'claim acting_as_tenant names the system tenant');
     let tenantId = homeTenantId;
     let impersonating = false;
     if (target !== undefined) {
@@ -120,11 +114,11 @@ export class Authenticator {
     if (homeTenantId !== undefined) await this.options.directory.requireActiveTenant(homeTenantId);
     // The subject is a string (RFC 7519): String() of another value would make ["ann"] the user "ann"
     // and every object the one user "[object Object]".
-    if (claims.sub !== undefined && typeof claims.sub !== 'string') throw new AuthenticationRequired(platformPath, 'claim sub is not a string');
+    if (claims.sub !== undefined && typeof claims.sub !== 'string') throw refused(platformPath, 'claim sub is not a string');
     const subject = claims.sub ?? '';
-    if (!subject) throw new AuthenticationRequired(platformPath, 'token has no subject');
+    if (!subject) throw refused(platformPath, 'token has no subject');
     const userIdClaim = claimedId(claims.user_id);
-    if (userIdClaim === null) throw new AuthenticationRequired(platformPath, 'claim user_id is not a user id');
+    if (userIdClaim === null) throw refused(platformPath, 'claim user_id is not a user id');
     const user = await this.options.directory.userFor({
       tenantId: homeTenantId ?? 0,
       issuer: String(claims.iss),
@@ -200,6 +194,15 @@ function givenTwice(rawHeaders: readonly string[], names: readonly string[]): st
     }
   }
   return undefined;
+}
+
+/**
+ * The 401 of a bearer token refused, by the verifier or for its claims, with its reason logged: the
+ * caller gets the plain 401, the log says why (a claim that is not an id, an expired token, …).
+ */
+function refused(platformPath: boolean, reason: string): AuthenticationRequired {
+  logger().info({ reason }, 'bearer token refused');
+  return new AuthenticationRequired(platformPath, reason);
 }
 
 function single(value: string | string[] | undefined): string | undefined {
