@@ -404,6 +404,23 @@ describe('key discovery', () => {
     }
   });
 
+  it('a key set or discovery document of more than 1 MiB is not read further: the token is refused (401), as for a key set that will not do', async () => {
+    const relay = await keySetRelay(['rs-1']);
+    try {
+      relay.mode = 'huge';
+      const token = await issuer.mint({ tenant_id: 1 });
+      await expect(new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri }).verify(token)).rejects.toThrow(
+        new TokenRejected(`key set ${relay.jwksUri} answered 200 with more than 1048576 bytes`),
+      );
+      const base = relay.jwksUri.replace(/\/jwks$/, '');
+      await expect(new TokenVerifier({ issuer: base }).verify(token)).rejects.toThrow(
+        new TokenRejected(`OIDC discovery ${base}/.well-known/openid-configuration answered 200 with more than 1048576 bytes`),
+      );
+    } finally {
+      await relay.close();
+    }
+  });
+
   it('an explicit jwks-uri is used instead of discovery', async () => {
     // The discovery document of this issuer exists, but the keys are taken from the (wrong) explicit URI.
     const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: `${issuer.issuer}/no-such-jwks` });
@@ -688,6 +705,13 @@ async function keySetRelay(kids: string[]) {
   const server = createServer((_req, res) => {
     relay.hits++;
     if (relay.mode === 'hang') return;
+    if (relay.mode === 'huge') {
+      // A key set (or any document) of 2 MiB: its keys, then a member of padding, sent without a length.
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write(`{"keys":${JSON.stringify(keys)},"jwks_uri":"${relay.jwksUri}","padding":"`);
+      for (let i = 0; i < 32; i++) res.write('x'.repeat(65_536));
+      return res.end('"}');
+    }
     if (relay.mode === 'cut' || relay.mode === 'garbage') {
       res.writeHead(200, { 'content-type': relay.mode === 'cut' ? 'application/json' : 'text/html', 'content-length': '1000' });
       // cut: half a key set, then the connection drops; garbage: a proxy's page answered 200.
@@ -703,7 +727,7 @@ async function keySetRelay(kids: string[]) {
     kids,
     /** Keys served before the issuer's (other than the issuer's own). */
     extra: [] as JWK[],
-    mode: 'up' as 'up' | 'down' | 'missing' | 'hang' | 'cut' | 'garbage',
+    mode: 'up' as 'up' | 'down' | 'missing' | 'hang' | 'cut' | 'garbage' | 'huge',
     hits: 0,
     jwksUri: `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`,
     close: async () => {

@@ -130,7 +130,8 @@ async function keySetFetch(url: string, init: RequestInit): Promise<Response> {
   const response = await fetch(url, init).catch(unreached);
   if (mayPass(response.status)) throw new ProviderOutage(`key set ${loggableUrl(url)}`, response.status);
   if (response.status !== 200) throw new KeySetRefused(`key set ${loggableUrl(url)} answered ${response.status}`);
-  const text = await response.text().catch(unreached);
+  const text = await bodyWithin(response).catch(unreached);
+  if (text === undefined) throw new KeySetRefused(`key set ${loggableUrl(url)} answered 200 with more than ${MAX_DOCUMENT_BYTES} bytes`);
   let body: unknown;
   try {
     body = JSON.parse(text);
@@ -143,6 +144,26 @@ async function keySetFetch(url: string, init: RequestInit): Promise<Response> {
     throw new KeySetRefused(`key set ${loggableUrl(url)} answered 200 with JSON that is no key set`);
   }
   return new Response(text, { status: 200, headers: response.headers });
+}
+
+/**
+ * The most of a key set or discovery document the hub reads. A provider's key set holds a few keys (a
+ * few KiB, tens with certificate chains): past this it is no key set, and read whole it cost memory
+ * without end (a key set of 600 MB was 1.5 GB of the hub's memory, then an internal error: measured).
+ */
+const MAX_DOCUMENT_BYTES = 1_048_576;
+
+/** `response`'s body as text (UTF-8), or undefined, read no further, once it holds more than MAX_DOCUMENT_BYTES. */
+async function bodyWithin(response: Response): Promise<string | undefined> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of response.body ?? []) {
+    size += chunk.byteLength;
+    // Leaving the loop cancels the body: the connection is closed, the rest never read.
+    if (size > MAX_DOCUMENT_BYTES) return undefined;
+    chunks.push(chunk);
+  }
+  return new TextDecoder().decode(Buffer.concat(chunks));
 }
 
 /**
@@ -420,7 +441,9 @@ export class TokenVerifier {
     const response = await fetch(discovery, { signal: AbortSignal.timeout(5_000) });
     if (mayPass(response.status)) throw new ProviderOutage(`OIDC discovery ${loggableUrl(discovery)}`, response.status);
     if (!response.ok) throw new TokenRejected(`OIDC discovery ${loggableUrl(discovery)} answered ${response.status}`);
-    const document = (await response.json()) as { jwks_uri?: string };
+    const text = await bodyWithin(response);
+    if (text === undefined) throw new TokenRejected(`OIDC discovery ${loggableUrl(discovery)} answered ${response.status} with more than ${MAX_DOCUMENT_BYTES} bytes`);
+    const document = JSON.parse(text) as { jwks_uri?: string };
     if (!document.jwks_uri) throw new TokenRejected(`OIDC discovery ${loggableUrl(discovery)} names no jwks_uri`);
     logger().info({ jwksUri: loggableUrl(document.jwks_uri) }, 'signing keys located through OIDC discovery');
     return document.jwks_uri;
