@@ -989,6 +989,35 @@ describe('status, ownership and conflicts', () => {
     expect(after.manifest).toEqual(before.manifest);
   });
 
+  it("a resource that manages nothing deletes nothing in a tenant its Namespace does not allow, whatever its status.tenant says", async () => {
+    // Another tenant's object as an older operator left it: applied by the operator's actor, no owner record.
+    await hub.services.db.withTenant(otherTenant, (tx) => CONNECTOR.handler.apply(tx, { ...open, metadata: { name: 'aimed' } }, 'operator'));
+    expect((await hubGet('/api/connectors/aimed', otherTenant)).status).toBe(200);
+    // A resource of tenant default that manages nothing (a Conflict with an object created over HTTP).
+    const res = await fetch(`${hub.url}/api/connectors/apply`, {
+      method: 'POST',
+      headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...open, metadata: { name: 'aimed' } }),
+    });
+    expect(res.status).toBe(201);
+    put('aimed');
+    await until('Conflict', () => cond('aimed', 'Ready')?.reason === 'Conflict');
+    await settled();
+    await restart(async () => {
+      // Someone who may write the resource's status points it at the other tenant, then deletes it.
+      const patched = await fetch(`${api.url}/apis/connectors.svc.io/v1/namespaces/${NS}/connectors/aimed/status`, {
+        method: 'PATCH',
+        headers: { 'Content-Type': 'application/merge-patch+json', Authorization: 'Bearer stand-in' },
+        body: JSON.stringify({ status: { tenant: 'globex' } }),
+      });
+      expect(patched.status).toBe(200);
+      api.remove(API_VERSION, 'connectors', NS, 'aimed');
+    });
+    await until('the resource gone', () => !get('aimed'));
+    expect((await hubGet('/api/connectors/aimed', otherTenant)).status).toBe(200);
+    expect((await hubGet('/api/connectors/aimed')).status).toBe(200);
+  });
+
   /** open.yaml named `name`, with that base_url. */
   const manifestNamed = (name: string, baseUrl: string) => ({ ...open, metadata: { name }, spec: { ...(open.spec as object), base_url: baseUrl } });
   /** POST /api/connectors/apply of open.yaml named `name` (base_url http://http.example) in tenant 1: its status. */

@@ -1076,8 +1076,11 @@ export class Operator {
     const tenantCode = resource.status?.tenant;
     if (!managed.length && tenantCode) {
       // Applied before ownership was recorded and never adopted since: deleted when the operator
-      // applied it last and no resource has claimed it.
-      const tenant = await this.hub.tenantByCode(tenantCode);
+      // applied it last and no resource has claimed it. Only in the tenant the resource's labels and
+      // Namespace resolve to now: the status is no proof (whoever may write it could aim this at an
+      // unowned object of any tenant).
+      const resolved = await resolveTenant(this.core, this.hub, resource);
+      const tenant = 'problem' in resolved || resolved.code !== tenantCode ? undefined : resolved;
       if (tenant && (await this.hub.removeOwned(kind, tenant.id, resource.metadata.name, { unownedAppliedBy: this.actor }))) {
         logger().info({ kind: kind.kind, name: resource.metadata.name, tenant: tenantCode }, `${kind.kind} ${resource.metadata.name} deleted from tenant ${tenantCode}`);
       }
