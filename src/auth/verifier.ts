@@ -1,5 +1,6 @@
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, decodeProtectedHeader, errors as joseErrors, type ExportedJWKSCache, jwksCache, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type JWTVerifyOptions } from 'jose';
 import { Unavailable } from '../errors.js';
+import { readStart } from '../http-body.js';
 import { mayPass } from '../http-status.js';
 import { logger } from '../observability/logger.js';
 import { loggableText, loggableUrl } from '../observability/url-redaction.js';
@@ -155,15 +156,9 @@ const MAX_DOCUMENT_BYTES = 1_048_576;
 
 /** `response`'s body as text (UTF-8), or undefined, read no further, once it holds more than MAX_DOCUMENT_BYTES. */
 async function bodyWithin(response: Response): Promise<string | undefined> {
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for await (const chunk of response.body ?? []) {
-    size += chunk.byteLength;
-    // Leaving the loop cancels the body: the connection is closed, the rest never read.
-    if (size > MAX_DOCUMENT_BYTES) return undefined;
-    chunks.push(chunk);
-  }
-  return new TextDecoder().decode(Buffer.concat(chunks));
+  // One byte past the bound tells a body of exactly MAX_DOCUMENT_BYTES from a longer one.
+  const { bytes } = await readStart(response.body ?? [], MAX_DOCUMENT_BYTES + 1);
+  return bytes.length > MAX_DOCUMENT_BYTES ? undefined : new TextDecoder().decode(bytes);
 }
 
 /**

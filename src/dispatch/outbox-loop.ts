@@ -221,15 +221,14 @@ export class OutboxLoop {
     });
   }
 
-  /** Logs why a batch from `first` was not handled (it is read again on a later pass, or left to the process that moved the cursor); 0. */
-  private batchFailed(err: unknown, first: OutboxEvent): number {
+  /** Logs why a batch from `first` was not handled (it is read again on a later pass, or left to the process that moved the cursor). */
+  private batchFailed(err: unknown, first: OutboxEvent): void {
     const { name } = this.options;
     if (err instanceof CursorMoved) {
       logger().warn({ consumer: name, fromEventId: first.id }, `outbox consumer ${name}: another process holds or moved its cursor since this one read a batch from event ${first.id}; the batch was left to it`);
     } else {
       logger().error({ err, consumer: name, fromEventId: first.id }, `outbox consumer ${name} failed on a batch from event ${first.id}; it will be retried`);
     }
-    return 0;
   }
 
   /**
@@ -252,11 +251,15 @@ export class OutboxLoop {
         await this.commitBatch(at, past, (tx) => handle(tx, [event]));
       } catch (err) {
         const code = refusedValueCode(err);
-        if (code === undefined || err instanceof CursorMoved) return { handled: handled + this.batchFailed(err, event), done: false };
+        if (code === undefined || err instanceof CursorMoved) {
+          this.batchFailed(err, event);
+          return { handled, done: false };
+        }
         try {
           await this.commitBatch(at, past, async () => {});
         } catch (passing) {
-          return { handled: handled + this.batchFailed(passing, event), done: false };
+          this.batchFailed(passing, event);
+          return { handled, done: false };
         }
         this.setAside(event, code);
       }
@@ -307,7 +310,10 @@ export class OutboxLoop {
         try {
           await this.commitBatch(from, to!, (tx) => handleInTx(tx, events));
         } catch (err) {
-          if (refusedValueCode(err) === undefined || err instanceof CursorMoved) return handled + this.batchFailed(err, events[0]!);
+          if (refusedValueCode(err) === undefined || err instanceof CursorMoved) {
+            this.batchFailed(err, events[0]!);
+            return handled;
+          }
           // Refused as data: the event to blame is found by handling the batch again one event at a time.
           const alone = await this.oneAtATime(handleInTx, events, from, to!);
           handled += alone.handled;
@@ -337,24 +343,25 @@ export class OutboxLoop {
             // Each event as its tenant's unit of work: its lines carry that tenant (runForTenant).
             acted = await runForTenant(event.tenantId, () => this.options.handle!(event));
           } catch (err) {
+            const code = refusedValueCode(err);
+            if (code !== undefined) {
+              // Refused as data, which every try meets again: passed (with the events before it that
+              // needed nothing), so the events after it go on.
+              await this.consumer.advance(event.position);
+              this.setAside(event, code);
+              skipped = undefined;
+              handled++;
+              if (this.halted && !haltedAtStart) return handled;
+              continue;
+            }
             if (skipped) await this.consumer.advance(skipped);
             if (err instanceof Postpone) {
               this.pausedUntil = err.until;
               this.pending = false;
               return handled;
             }
-            const code = refusedValueCode(err);
-            if (code === undefined) {
-              logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
-              return handled;
-            }
-            // Refused as data, which every try meets again: passed, so the events after it go on.
-            await this.consumer.advance(event.position);
-            this.setAside(event, code);
-            skipped = undefined;
-            handled++;
-            if (this.halted && !haltedAtStart) return handled;
-            continue;
+            logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
+            return handled;
           }
           handled++;
           if (acted === false) {

@@ -11,6 +11,7 @@ import { backoffDelay, type RetryPolicy } from './retry.js';
 import { hasMoreContainers, parseJsonExact } from './exact-json.js';
 import { firstUndecodable } from '../../validation/undecodable.js';
 import { decodeUtf8Escaping, escapeBytes, incompleteUtf8End } from './utf8-escape.js';
+import { readStart } from '../../http-body.js';
 
 export type ResponseHeaders = Record<string, string | string[] | undefined>;
 
@@ -381,19 +382,6 @@ function compressedWith(status: number, headers: ResponseHeaders): string | unde
   const value = headers['content-encoding'];
   const codings = (Array.isArray(value) ? value.join(',') : (value ?? '')).split(',').map((c) => c.trim().toLowerCase()).filter(Boolean);
   return codings.some((c) => COMPRESSING.has(c)) ? codings.join(', ') : undefined;
-}
-
-/** The start of a body: at most maxBytes of it, and whether there was more. */
-async function readStart(body: AsyncIterable<unknown>, maxBytes: number): Promise<{ bytes: Buffer; more: boolean }> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buf = chunk as Buffer;
-    chunks.push(buf);
-    size += buf.length;
-    if (size >= maxBytes) break;
-  }
-  return { bytes: Buffer.concat(chunks).subarray(0, maxBytes), more: size > maxBytes };
 }
 
 /** The content codings an error page is decompressed from; a cut-off stream is decompressed as far as it goes. */
