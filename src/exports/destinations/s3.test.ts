@@ -774,7 +774,7 @@ describe('S3Destination against an S3-compatible server of the tenant', () => {
       req.resume();
       req.on('end', () => {
         if (req.method === 'HEAD') return void res.writeHead(404).end();
-        const status = code.startsWith('5') ? 500 : code.startsWith('3') ? 301 : 403;
+        const status = code.startsWith('5') ? 500 : code.startsWith('3') ? 301 : code.startsWith('2') ? 412 : 403;
         res.writeHead(status, { 'content-type': 'application/xml' });
         res.end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${code.slice(1)}</Code><Message>m</Message></Error>`);
       });
@@ -792,6 +792,7 @@ describe('S3Destination against an S3-compatible server of the tenant', () => {
       );
       expect(await reasonFor(`5X${'y'.repeat(100_000)}`)).toBe(`S3 answered HTTP 500 while publishing s3://${BUCKET}/k`);
       expect(await reasonFor('3Moved to https://elsewhere.example')).toBe(`bucket ${BUCKET} is not in region ${s3.region} (HTTP 301)`);
+      expect(await reasonFor('2Exists\u001b]0;owned\u0007')).toBe(`s3://${BUCKET}/k already exists (S3 412 to the conditional write); it was left untouched`);
       // An S3 error code, a compatible store's own included, is named as before.
       expect(await reasonFor('5XMinioStorageFull')).toBe(`S3 answered HTTP 500 XMinioStorageFull while publishing s3://${BUCKET}/k`);
       expect(await reasonFor('4AccessDenied')).toContain('(AccessDenied, HTTP 403)');

@@ -487,7 +487,7 @@ export class S3Destination implements Destination {
     /** The code a reason may name: an S3 error code, not the SDK's generic name nor the store's own text. */
     const named = code !== undefined && S3_CODE.test(code) && !GENERIC_NAMES.has(code) ? code : undefined;
     if (code === 'PreconditionFailed' || status === 412 || code === 'ConditionalRequestConflict') {
-      return new PublishError('collision', `${where} already exists (S3 ${code ?? status} to the conditional write); it was left untouched`);
+      return new PublishError('collision', `${where} already exists (S3 ${named ?? status} to the conditional write); it was left untouched`);
     }
     if (code === 'NoSuchBucket') return new PublishError('publication', `bucket ${this.options.bucket} does not exist at ${this.endpointName}`);
     if (code === 'InvalidAccessKeyId' || code === 'SignatureDoesNotMatch') {
