@@ -1,5 +1,5 @@
-import { lookup as dnsLookup } from 'node:dns/promises';
 import { BlockList, isIP } from 'node:net';
+import { NameResolver, type NameResolverOptions } from './resolver.js';
 
 /**
  * The outbound address policy: which destinations a request the hub makes on a tenant's behalf
@@ -24,8 +24,13 @@ export interface EgressOptions {
   denyPrivate: boolean;
   /** CIDRs (`10.20.0.0/16`, `fd12::/16`), single addresses and host names (`hooks.internal`, `*.corp.example`). */
   allow?: readonly string[];
-  /** Name resolution (default: the system resolver); tests pass a fixed table. */
-  resolve?: (hostname: string) => Promise<Array<{ address: string; family: number }>>;
+  /**
+   * Name resolution (default: a NameResolver, the DNS servers asked directly, never the thread pool's
+   * system resolver); tests pass a fixed table. `absolute`: the name was written with a trailing dot.
+   */
+  resolve?: (hostname: string, absolute: boolean) => Promise<Array<{ address: string; family: number }>>;
+  /** The default resolver's settings (tests point it at DNS servers of their own). */
+  resolver?: NameResolverOptions;
 }
 
 export const EGRESS_DENIED = 'EGRESS_DENIED';
@@ -104,7 +109,11 @@ export class EgressPolicy {
 
   constructor(options: EgressOptions) {
     this.denyPrivate = options.denyPrivate;
-    this.resolveName = options.resolve ?? ((hostname) => dnsLookup(hostname, { all: true, verbatim: true }));
+    if (options.resolve) this.resolveName = options.resolve;
+    else {
+      const resolver = new NameResolver(options.resolver);
+      this.resolveName = (hostname, absolute) => resolver.resolve(hostname, absolute);
+    }
     this.denied = DENIED.map(([label, ranges]) => {
       const list = new BlockList();
       for (const [net, prefix] of ranges) list.addSubnet(net, prefix, family(net));
@@ -157,7 +166,7 @@ export class EgressPolicy {
     }
     if (this.nameAllowed(host)) return host;
     this.checkName(hostname, host);
-    const addresses = await this.resolveName(host);
+    const addresses = await this.resolveName(host, hostname.trim().endsWith('.'));
     if (addresses.length === 0) throw Object.assign(new Error(`${host} resolves to no address`), { code: 'ENOTFOUND' });
     for (const { address } of addresses) this.checkAddress(hostname, address);
     return addresses[0]!.address;

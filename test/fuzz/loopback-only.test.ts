@@ -47,9 +47,15 @@ describe('loopbackOnly', () => {
         expect(await attempt(host)).toBe(`fuzz harness: ${host} is not loopback`);
       }
       await expect(dns.promises.lookup('example.invalid')).rejects.toThrow('not loopback');
+      // The DNS client's queries (the outbound address policy's resolver) too; its server is a
+      // black hole, so a query let through would time out instead of being refused.
+      const client = new dns.promises.Resolver({ timeout: 5_000, tries: 1 });
+      client.setServers(['192.0.2.1']);
+      await expect(client.resolve4('hooks.example.invalid')).rejects.toThrow('not loopback');
+      await expect(client.resolve6('hooks.example.invalid')).rejects.toThrow('not loopback');
       expect(connected).toEqual([]);
       expect(looked).toEqual([]);
-      expect(guard.refused).toEqual(['10.1.2.3', 'example.invalid', '::ffff:10.0.0.1', '169.254.169.254', 'example.invalid']);
+      expect(guard.refused).toEqual(['10.1.2.3', 'example.invalid', '::ffff:10.0.0.1', '169.254.169.254', 'example.invalid', 'hooks.example.invalid', 'hooks.example.invalid']);
     } finally {
       guard.restore();
     }

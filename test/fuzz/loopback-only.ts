@@ -6,7 +6,8 @@ import net from 'node:net';
  * Keeps every connection of this process on loopback while fuzzing: generated manifests, webhook
  * targets and e-mail settings name hosts the hub would otherwise call. A connection to anything but
  * 127.0.0.0/8, ::1 or `localhost` fails at once (before any name is looked up), as does a lookup of
- * any other name. `restore()` puts the originals back.
+ * any other name, by the system resolver or by the DNS client (the outbound address policy asks DNS
+ * servers directly: no query leaves either). `restore()` puts the originals back.
  */
 export interface LoopbackGuard {
   /** Hosts the hub tried to reach and was refused. */
@@ -21,6 +22,8 @@ export function loopbackOnly(): LoopbackGuard {
   const connect = net.Socket.prototype.connect;
   const lookup = dns.lookup;
   const promisesLookup = dns.promises.lookup;
+  const queries = dns.promises.Resolver.prototype;
+  const { resolve4, resolve6 } = queries;
   const refuse = (host: string) => {
     refused.push(host);
     return Object.assign(new Error(`fuzz harness: ${host} is not loopback`), { code: 'ECONNREFUSED' });
@@ -59,6 +62,13 @@ export function loopbackOnly(): LoopbackGuard {
     if (!LOOPBACK.test(hostname) && !net.isIP(hostname)) throw Object.assign(refuse(hostname), { code: 'ENOTFOUND' });
     return (promisesLookup as (...a: unknown[]) => Promise<unknown>)(hostname, ...rest);
   }) as typeof promisesLookup;
+  const guardedQuery = (query: typeof resolve4) =>
+    async function guardedQuery(this: dns.promises.Resolver, hostname: string, ...rest: unknown[]) {
+      if (!LOOPBACK.test(hostname)) throw Object.assign(refuse(hostname), { code: 'ENOTFOUND' });
+      return (query as (...a: unknown[]) => Promise<unknown>).call(this, hostname, ...rest);
+    } as typeof query;
+  queries.resolve4 = guardedQuery(resolve4);
+  queries.resolve6 = guardedQuery(resolve6);
   syncBuiltinESMExports();
 
   return {
@@ -67,6 +77,8 @@ export function loopbackOnly(): LoopbackGuard {
       net.Socket.prototype.connect = connect;
       dns.lookup = lookup;
       dns.promises.lookup = promisesLookup;
+      queries.resolve4 = resolve4;
+      queries.resolve6 = resolve6;
       syncBuiltinESMExports();
     },
   };
