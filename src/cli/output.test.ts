@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { columnsOf, field, json, printable, table } from './output.js';
+import { clipTo, columnsOf, elideMiddle, field, json, printable, table } from './output.js';
 
 /** svc's plain tables: cells are measured, cut and padded in terminal columns (CJK and emoji take two). */
 
@@ -64,6 +64,21 @@ describe('table', () => {
     expect(printable('\uFEFFname: x')).toBe('\\ufeffname: x');
     // printable letters of any script are left alone
     expect(printable('顧客 Ünïcödé עברית العربية')).toBe('顧客 Ünïcödé עברית العربية');
+  });
+
+  it('cuts a cell before an escape it shows (\\u202e, \\x1b, \\u{e0041}) or after it, never inside it', () => {
+    const rows = [{ note: 'ab\u202Ecd' }, { note: 'a\x1b[2J' }, { note: 'abcd\u{E0041}' }];
+    const cut = (max: number) => table(rows, [field('NOTE', 'note', max)]).trimEnd().split('\n').slice(1);
+    // Was: 'ab\\…', 'a\\x…'; 'ab\\u20…', 'abcd\\u…'; 'abcd\\u{e…': half an escape reads as other text.
+    expect(cut(4)).toEqual(['ab…', 'a…', 'abc…']);
+    expect(cut(7)).toEqual(['ab…', 'a\\x1b[…', 'abcd…']);
+    expect(cut(9)).toEqual(['ab\\u202e…', 'a\\x1b[2J', 'abcd…']);
+    expect(cut(13)).toEqual(['ab\\u202ecd', 'a\\x1b[2J', 'abcd\\u{e0041}']);
+    // The TUI's header elides a URL in its middle the same way (was: 'ab\\u…ghij', 'http…eh/x').
+    expect(elideMiddle(printable('ab\u202Ecdefghij'), 9)).toBe('ab…efghij');
+    expect(elideMiddle(printable('http://\u202Eh/x'), 9)).toBe('http…h/x');
+    // A backslash the text holds is cut as any character when no escape follows it.
+    expect(clipTo('a\\x1zz', 4)).toBe('a\\x…');
   });
 });
 

@@ -123,14 +123,30 @@ export function columnsOf(text: string): number {
   return n;
 }
 
-/** `text` cut to at most `width` columns, ending with `…` when something was cut; never half a wide character or a grapheme. */
+/** An escape `printable` writes for a character it shows: `\x1b`, `\u202e`, `\u{e0041}`. */
+const ESCAPE = /\\x[0-9a-f]{2}|\\u[0-9a-f]{4}|\\u\{[0-9a-f]+\}/g;
+
+/**
+ * What a cut keeps or gives up whole, with its columns: each escape `printable` wrote (half of one,
+ * `\u20…`, would read as other text) and each grapheme of the text around them.
+ */
+function* pieces(text: string): Generator<{ segment: string; w: number }> {
+  let at = 0;
+  for (const shown of text.matchAll(ESCAPE)) {
+    for (const { segment } of graphemes.segment(text.slice(at, shown.index))) yield { segment, w: stringWidth(segment) };
+    yield { segment: shown[0], w: shown[0].length };
+    at = shown.index + shown[0].length;
+  }
+  for (const { segment } of graphemes.segment(text.slice(at))) yield { segment, w: stringWidth(segment) };
+}
+
+/** `text` cut to at most `width` columns, ending with `…` when something was cut; never half a wide character, a grapheme or an escape. */
 export function clipTo(text: string, width: number): string {
   if (columnsOf(text) <= width) return text;
   if (width <= 0) return '';
   let out = '';
   let used = 0;
-  for (const { segment } of graphemes.segment(text)) {
-    const w = stringWidth(segment);
+  for (const { segment, w } of pieces(text)) {
     if (used + w > width - 1) break;
     out += segment;
     used += w;
@@ -140,12 +156,12 @@ export function clipTo(text: string, width: number): string {
 
 /**
  * `text` in at most `width` columns, its middle given up for `…` when it does not fit: its start and
- * its end stay (a URL's scheme and host, and its port and path). Never half a wide character or a grapheme.
+ * its end stay (a URL's scheme and host, and its port and path). Never half a wide character, a grapheme or an escape.
  */
 export function elideMiddle(text: string, width: number): string {
   if (columnsOf(text) <= width) return text;
   if (width <= 1) return width === 1 ? '…' : '';
-  const parts = [...graphemes.segment(text)].map(({ segment }) => ({ segment, w: stringWidth(segment) }));
+  const parts = [...pieces(text)];
   const room = width - 1;
   let head = '';
   let used = 0;
