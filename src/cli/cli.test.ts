@@ -1441,3 +1441,52 @@ describe('the executable', () => {
     }
   });
 });
+
+describe('what svc says on stderr of what was typed and of what the hub answered', () => {
+  it('is shown (\\x1b, \\u202e), never obeyed: the runs waited for, an export run followed or left, a secret\'s prompt', async () => {
+    // A server answering as a hub would (a real hub refuses such a name before anything is echoed; a
+    // proxy or another server at SVC_URL does not): the name typed and the run ids it answers, shown.
+    const HOSTILE = '\x1b]0;pwned\x07\x1b[2J\u202e';
+    const SHOWN = '\\x1b]0;pwned\\x07\\x1b[2J\\u202e';
+    let exportPolls = 0;
+    const server = createServer((req, res) => {
+      const url = decodeURIComponent(req.url ?? '');
+      const send = (status: number, body: unknown) => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+      if (req.method === 'POST' && url.startsWith('/api/connectors/')) return send(202, { runs: [{ id: `r1${HOSTILE}`, endpointId: 'e1', endpoint: 'e1' }] });
+      if (url.startsWith('/api/platform/runs/')) return send(200, { id: `r1${HOSTILE}`, connector: 'c', endpoint: 'e1', status: 'Completed', itemsFetched: 1, itemsWritten: 1 });
+      if (req.method === 'POST' && url.startsWith('/api/exports/')) return send(202, { runId: `x1${HOSTILE}` });
+      if (url.startsWith('/api/exports/')) {
+        const running = url.includes('/left') || exportPolls++ === 0;
+        return send(200, { id: `x1${HOSTILE}`, exportName: 'e', status: running ? 'Running' : 'Completed', trigger: 'manual', attempt: 1, retryOf: null, rowCount: `7${HOSTILE}`, byteCount: 0 });
+      }
+      send(404, { error: 'not found' });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const env = { SVC_CLI_CONFIG: join(dir, 'none.json'), SVC_URL: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, SVC_DEV_TENANT: '1', SVC_CLI_POLL_MS: '20' };
+    try {
+      // Was: 'waiting for 1 run of a\x1b]0;pwned…' as typed.
+      const waited = await svc(['connectors', 'run', `a${HOSTILE}b`, '--wait'], { env });
+      expect(waited).toMatchObject({ code: 0, err: `waiting for 1 run of a${SHOWN}b…\n` });
+
+      // The export's name as the hub stores it, lower-case.
+      const followed = await svc(['exports', 'retry', `E${HOSTILE}`, `x0${HOSTILE}`], { env });
+      expect(followed.code).toBe(0);
+      expect(followed.err).toBe(`export/e${SHOWN.replace('2J', '2j')}: run x1${SHOWN} started (retry of x0${SHOWN})\nRunning: 7${SHOWN} rows, 0 bytes (0 B) so far, 0s\n`);
+
+      const stop = new AbortController();
+      const left = await svc(['exports', 'run', `left${HOSTILE}`], { env, signal: stop.signal, onErr: (err) => void (err.includes('so far') && stop.abort()) });
+      expect(left.code).toBe(130);
+      expect(left.err.split('\n').slice(-2)).toEqual([`stopped following run x1${SHOWN}; it goes on in the hub: svc exports runs left${SHOWN.replace('2J', '2j')}`, '']);
+
+      // The prompt for a secret's value names the secret as typed, before the hub is asked.
+      const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode() { return this; } });
+      const prompted = await svc(['secrets', 'create', `s${HOSTILE}`], { env, stdin, onErr: (_err, text) => void (String(text).startsWith('Value of') && stdin.write('\u0003')) });
+      expect(prompted).toMatchObject({ code: 130, err: `Value of s${SHOWN}: \n` });
+
+      for (const { err } of [waited, followed, left, prompted]) expect(err).toBe(printable(err));
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});

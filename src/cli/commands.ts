@@ -605,7 +605,7 @@ async function runConnector(c: Ctx): Promise<number> {
     return 0;
   }
   const ids = body.runs.map((r) => String(r.id));
-  if (!c.json) c.err(`waiting for ${ids.length} run${ids.length === 1 ? '' : 's'} of ${name}…\n`);
+  if (!c.json) c.err(`waiting for ${ids.length} run${ids.length === 1 ? '' : 's'} of ${printable(name)}…\n`);
   let runs: Run[];
   for (;;) {
     runs = await Promise.all(ids.map(async (id) => (await c.hub().call<Run>('GET', path`/api/platform/runs/${id}`)).body));
@@ -718,7 +718,7 @@ async function tail(c: Ctx): Promise<number> {
 }
 
 async function secretBody(c: Ctx, name: string): Promise<Row> {
-  const body: Row = { value: await secretValue(bool(c, 'value-stdin'), c.io.stdin, (t) => c.err(t), name, c.signal) };
+  const body: Row = { value: await secretValue(bool(c, 'value-stdin'), c.io.stdin, (t) => c.err(printable(t)), name, c.signal) };
   const description = str(c, 'description');
   if (description !== undefined) body.description = description;
   return body;

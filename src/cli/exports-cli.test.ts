@@ -399,6 +399,13 @@ describe('download', () => {
     expect(readdirSync(dir).filter((f) => f.endsWith('.part'))).toEqual([]);
     const json = await svc(['exports', 'download', 'partner', '-o', file, '--json']);
     expect(JSON.parse(json.out)).toEqual({ entity: 'partner', file, rows: 5, bytes: bytes.length, sha256: sha(bytes) });
+    // A file name holding control characters (a script took it from elsewhere) is shown as svc shows text. Was: written as it is.
+    const odd = join(dir, 'p\x1b]0;pwned\x07\u202evsc.csv');
+    const named = await svc(['exports', 'download', 'partner', '-o', odd]);
+    expect(named).toMatchObject({ code: 0, out: '' });
+    expect(readFileSync(odd, 'utf8')).toBe(CSV);
+    expect(named.err).toBe(`partner: 5 rows, ${bytes.length} bytes (${bytes.length} B), SHA-256 ${sha(bytes)} verified, written to ${dir}/p\\x1b]0;pwned\\x07\\u202evsc.csv\n`);
+    rmSync(odd);
   });
 
   it('--json without -o (or with -o -), where stdout would be the CSV, is a usage error (exit 2), before the hub is asked', async () => {

@@ -60,10 +60,15 @@ export function humanBytes(bytes: number): string {
   return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
-/** The progress line: `Running: 1200 rows, 84213 bytes (82.2 KiB) so far, 3s`. */
+/** The progress line: `Running: 1200 rows, 84213 bytes (82.2 KiB) so far, 3s`, the hub's figures shown as text is (they are its JSON). */
 export function progressLine(run: ExportRun, elapsedMs: number): string {
   const bytes = run.byteCount ?? 0;
-  return `${run.status}: ${run.rowCount ?? 0} rows, ${bytes} bytes (${humanBytes(bytes)}) so far, ${Math.floor(elapsedMs / 1000)}s`;
+  return printable(`${run.status}: ${run.rowCount ?? 0} rows, ${bytes} bytes (${humanBytes(bytes)}) so far, ${Math.floor(elapsedMs / 1000)}s`);
+}
+
+/** A line on stderr that quotes what was typed (a name, a run id, a file) or what the hub answered: shown, never obeyed by the terminal. */
+function say(c: Ctx, line: string): void {
+  c.err(`${printable(line)}\n`);
 }
 
 /** The end of a run for people: the receipt, or the failure code and reason. */
@@ -119,7 +124,7 @@ export async function followRun(c: Ctx, name: string, runId: string, every = pol
     }
   } catch (err) {
     if (drawn) c.err('\n');
-    if (!c.json) c.err(`stopped following run ${runId}; it goes on in the hub: svc exports runs ${name}\n`);
+    if (!c.json) say(c, `stopped following run ${runId}; it goes on in the hub: svc exports runs ${name}`);
     throw err;
   }
   if (drawn) c.err('\r\u001b[K');
@@ -137,7 +142,7 @@ export async function startRun(c: Ctx, typed: string, route: string, noWait: boo
     c.out(c.json ? json(body) : `${what}\n`);
     return 0;
   }
-  if (!c.json) c.err(`${what}\n`);
+  if (!c.json) say(c, what);
   return followRun(c, name, body.runId, every);
 }
 
@@ -235,7 +240,7 @@ async function downloadTo(c: Ctx, entity: string, file: string | undefined, temp
     verify(expected, hash.digest('hex'), bytes, length, 'discard what was written');
   }
   const summary = { entity, file: file ?? null, rows: rows === undefined ? null : Number(rows), bytes, sha256: expected };
-  c.err(`${entity}: ${rows ?? '?'} rows, ${bytes} bytes (${humanBytes(bytes)}), SHA-256 ${expected} verified${file ? `, written to ${file}` : ''}\n`);
+  say(c, `${entity}: ${rows ?? '?'} rows, ${bytes} bytes (${humanBytes(bytes)}), SHA-256 ${expected} verified${file ? `, written to ${file}` : ''}`);
   if (c.json && file) c.out(json(summary));
   return 0;
 }
