@@ -16,7 +16,7 @@ import { type CsvSnapshot, csvSnapshot } from './csv/writer.js';
 import type { Destination } from './destinations/destination.js';
 import { LeftBehind, PublishError } from './destinations/destination.js';
 import { shapeOf } from './entity-shape.js';
-import { bareHost, checkAgainstEntity, storedAddressIssue } from './manifest/validate.js';
+import { bareHost, checkAgainstEntity, storedIssue } from './manifest/validate.js';
 import {
   ALREADY_DELIVERED,
   type Claim,
@@ -621,9 +621,9 @@ export class ExportRunner {
       return value;
     };
     const d = spec.destination;
-    // Stored before apply refused it (a user, a port or a query in the address): fails before any
-    // secret is read or connection made, naming the field, never quoting the value.
-    const refused = storedAddressIssue(d);
+    // Stored before apply refused it (a user, a port or a query in the address, a U+FEFF delimiter):
+    // fails before any secret is read or connection made, naming the field, never quoting the address.
+    const refused = storedIssue(spec);
     if (refused) throw new RunFailure('definition', `${refused.message}; it was stored before apply refused it, and nothing was sent: fix the export and apply it again`, 'tenant');
     // The SSH and S3 clients load on first use: a process that never exports does not pay for them at start.
     if (d.kind === 'sftp') {

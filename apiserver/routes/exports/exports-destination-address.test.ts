@@ -10,7 +10,8 @@ import { until } from '../../../test/harness/until.js';
  * name or an IP address (a user, a port, a path, a space in it) and an S3 `endpoint` with a query
  * or a fragment are refused at apply, 400 naming the field. One stored before these rules (written
  * here into its row, as an earlier version stored it) is still listed and read, and its run fails
- * `definition` naming the field, before any connection and without quoting the value.
+ * `definition` naming the field, before any connection and without quoting the value. So does an
+ * export whose CSV delimiter apply has refused since it was stored.
  */
 
 let hub: TestHub;
@@ -26,13 +27,13 @@ function sftpExport(name: string, host: string) {
 
 type Run = { status: string; failureCode: string | null; failureReason: string | null };
 
-/** Export `name`'s destination `field` set to `value` in its stored row (manifest and normalised spec), as apply once stored it. */
-async function storeAsBefore(name: string, field: 'host' | 'endpoint', value: string): Promise<void> {
+/** Export `name`'s spec field at `path` (`destination.host`) set to `value` in its stored row (manifest and normalised spec), as apply once stored it. */
+async function storeAsBefore(name: string, path: `${'destination' | 'format'}.${string}`, value: string): Promise<void> {
   const { rowCount } = await owner.query(
-    `update exports.exports set manifest = jsonb_set(manifest, array['spec', 'destination', $2], to_jsonb($3::text)),
-                                spec = jsonb_set(spec, array['destination', $2], to_jsonb($3::text))
+    `update exports.exports set manifest = jsonb_set(manifest, array['spec'] || $2::text[], to_jsonb($3::text)),
+                                spec = jsonb_set(spec, $2::text[], to_jsonb($3::text))
       where tenant_id = 1 and name = $1`,
-    [name, field, value],
+    [name, path.split('.'), value],
   );
   expect(rowCount).toBe(1);
 }
@@ -85,9 +86,9 @@ describe('an export destination address', () => {
 
   it('stored before the rules: listed and read as stored; a run fails definition naming the field, without connecting or quoting the value', async () => {
     expect((await api.post('/api/exports/apply', sftpExport('old-sftp', 'sftp.example.com'))).status).toBe(201);
-    await storeAsBefore('old-sftp', 'host', 'drop:pw-xyzzy@127.0.0.1');
+    await storeAsBefore('old-sftp', 'destination.host', 'drop:pw-xyzzy@127.0.0.1');
     expect((await api.post('/api/exports/apply', itemS3Export('old-s3', 'http://127.0.0.1:9'))).status).toBe(201);
-    await storeAsBefore('old-s3', 'endpoint', 'http://127.0.0.1:9/?x-id=1');
+    await storeAsBefore('old-s3', 'destination.endpoint', 'http://127.0.0.1:9/?x-id=1');
 
     const listed = await api.get('/api/exports');
     expect(listed.status).toBe(200);
@@ -112,11 +113,24 @@ describe('an export destination address', () => {
 
   it('a bracketed IPv6 host stored before apply refused brackets still connects (to the address without them)', async () => {
     expect((await api.post('/api/exports/apply', sftpExport('old-v6', '::1'))).status).toBe(201);
-    await storeAsBefore('old-v6', 'host', '[::1]');
+    await storeAsBefore('old-v6', 'destination.host', '[::1]');
     // Port 1: nothing listens there; the run gets as far as connecting.
     await owner.query("update exports.exports set spec = jsonb_set(spec, '{destination,port}', '1') where tenant_id = 1 and name = 'old-v6'");
     const run = await runToEnd('old-v6');
     expect(run).toMatchObject({ status: 'Failed', failureCode: 'publication' });
     expect(run.failureReason).toMatch(/^could not connect to \[::1\]:1: /);
+  }, 60_000);
+
+  it('a CSV delimiter stored before apply refused it (U+FEFF): its run fails definition naming the field, nothing sent', async () => {
+    expect((await api.post('/api/exports/apply', itemS3Export('old-bom', 'http://127.0.0.1:9'))).status).toBe(201);
+    await storeAsBefore('old-bom', 'format.delimiter', '\ufeff');
+    expect((await api.get('/api/exports/old-bom')).status).toBe(200);
+    // Was: Failed generation, 'the snapshot could not be produced: the delimiter must be …', logged as a failure of the hub.
+    expect(await runToEnd('old-bom')).toMatchObject({
+      status: 'Failed',
+      failureCode: 'definition',
+      failureReason:
+        'spec.format.delimiter may not be U+FEFF, the byte-order mark: a file would start with it when its first value is NULL, and readers drop it; it was stored before apply refused it, and nothing was sent: fix the export and apply it again',
+    });
   }, 60_000);
 });

@@ -175,13 +175,27 @@ export function s3EndpointProblem(endpoint: string): string | undefined {
 }
 
 /**
- * The address of a stored destination, checked as apply checks it now (an export applied before a
- * rule keeps loading, and its run fails naming what to fix): the issue, or undefined. A bracketed
- * IPv6 SFTP host, which connected before apply refused it, is taken bare (`bareHost`).
+ * The CSV delimiter and the destination's address of a stored export, checked as apply checks them
+ * now (an export applied before a rule keeps loading, and its run fails naming what to fix): the
+ * issue, or undefined. A bracketed IPv6 SFTP host, which connected before apply refused it, is taken
+ * bare (`bareHost`).
  */
-export function storedAddressIssue(d: ExportTarget): Issue | undefined {
+export function storedIssue(spec: Pick<ExportSpec, 'format' | 'destination'>): Issue | undefined {
+  const delimiter = delimiterProblem(spec.format.delimiter);
+  if (delimiter) return { field: DELIMITER, message: delimiter };
+  const d = spec.destination;
   const [field, message] = d.kind === 'sftp' ? ['host', sftpHostProblem(bareHost(d.host))] : ['endpoint', d.endpoint === undefined ? undefined : s3EndpointProblem(d.endpoint)];
   return message === undefined ? undefined : { field: `${DESTINATION}.${field}`, message };
+}
+
+const DELIMITER = 'spec.format.delimiter';
+
+/** What is wrong with a CSV delimiter: one character, not a double quote, a line break, NUL or the byte-order mark; undefined when it will do. */
+function delimiterProblem(delimiter: string): string | undefined {
+  if (characters(delimiter).length !== 1) return `${DELIMITER} must be exactly one character, got ${characters(delimiter).length}: ${JSON.stringify(delimiter)}`;
+  if (['"', '\n', '\r', '\u0000'].includes(delimiter)) return `${DELIMITER} may not be a double quote, a line break or NUL`;
+  if (delimiter === '\ufeff') return `${DELIMITER} may not be U+FEFF, the byte-order mark: a file would start with it when its first value is NULL, and readers drop it`;
+  return undefined;
 }
 
 /** An SFTP host as stored, a bracketed IPv6 address (`[::1]`) without its brackets. */
@@ -229,13 +243,8 @@ function normalise(input: Json, errors: Issues, warnings: Issue[]): ExportSpec |
   });
 
   const delimiter = format.delimiter ?? ',';
-  if (characters(delimiter).length !== 1) {
-    errors.add('spec.format.delimiter', `spec.format.delimiter must be exactly one character, got ${characters(delimiter).length}: ${JSON.stringify(delimiter)}`);
-  } else if (['"', '\n', '\r', '\u0000'].includes(delimiter)) {
-    errors.add('spec.format.delimiter', 'spec.format.delimiter may not be a double quote, a line break or NUL');
-  } else if (delimiter === '\ufeff') {
-    errors.add('spec.format.delimiter', 'spec.format.delimiter may not be U+FEFF, the byte-order mark: a file would start with it when its first value is NULL, and readers drop it');
-  }
+  const badDelimiter = delimiterProblem(delimiter);
+  if (badDelimiter) errors.add(DELIMITER, badDelimiter);
 
   const schedule = spec.schedule as string | undefined;
   if (schedule !== undefined) {
