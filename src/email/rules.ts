@@ -4,6 +4,7 @@ import { ConflictError, NotFoundError, ValidationError } from '../errors.js';
 import { patternsMatch, type SubscriberCheck } from '../events/subscribers.js';
 import { checkTemplate } from './templates.js';
 import { isUniqueViolation } from '../validation/database-refusals.js';
+import { labelName } from '../validation/names.js';
 
 /**
  * E-mail rules (spec 1 Events rule 5; CONTRACTS.md section 4): events of a tenant whose type
@@ -117,12 +118,6 @@ export function recipients(rule: Pick<EmailRule, 'recipient'>): string[] {
   return rule.recipient.split(',').map((s) => s.trim()).filter(Boolean);
 }
 
-function requireName(name: string): string {
-  const trimmed = name.trim();
-  if (!trimmed) throw new ValidationError('name must not be blank', 'name');
-  return trimmed;
-}
-
 /**
  * A tenant's rule writes that make a rule active (a create, an enabling) take this lock, exclusive,
  * before they take their time (`active_since`), and hold it until they commit; the e-mail consumer
@@ -164,7 +159,7 @@ export async function getRule(tx: Tx, id: number): Promise<EmailRule> {
 
 /** 400 naming the field for an invalid pattern, address or template; 409 when the name is taken in the tenant. */
 export async function createRule(tx: Tx, input: EmailRuleInput, by?: string): Promise<EmailRule> {
-  const name = requireName(input.name);
+  const name = labelName(input.name);
   const eventTypes = normalizeEventTypes(input.eventTypes);
   const recipient = normalizeRecipient(input.recipient);
   const subject = input.subject ?? DEFAULT_SUBJECT;
@@ -202,7 +197,7 @@ export async function updateRule(tx: Tx, id: number, patch: EmailRulePatch, by?:
     values.push(value);
     sets.push(`${column} = $${values.length}`);
   };
-  if (patch.name !== undefined) set('name', requireName(patch.name));
+  if (patch.name !== undefined) set('name', labelName(patch.name));
   if (patch.eventTypes !== undefined) set('event_types', normalizeEventTypes(patch.eventTypes));
   if (patch.recipient !== undefined) set('recipient', normalizeRecipient(patch.recipient));
   if (patch.subject !== undefined) {

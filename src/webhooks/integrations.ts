@@ -6,7 +6,8 @@ import { takeLivePlace } from '../manifests/tenant-cap.js';
 import { CLOSED_REASON, type Integration, type IntegrationInput, type IntegrationPatch } from './model.js';
 import { openIntegrationSecret, sealIntegrationSecret } from './secret.js';
 import type { Keys } from '../platform/secrets/crypto.js';
-import { BEARER_SECRET_RULE, normalizeEventTypes, normalizeName, normalizeTargetUrl, unsendableBearerSecret } from './validation.js';
+import { BEARER_SECRET_RULE, normalizeEventTypes, normalizeTargetUrl, unsendableBearerSecret } from './validation.js';
+import { labelName } from '../validation/names.js';
 import { isUniqueViolation } from '../validation/database-refusals.js';
 
 /**
@@ -138,7 +139,7 @@ export async function liveIntegration(tx: Tx, id: string | number, lock = false)
 /** 400 naming the field for an invalid input; 409 when the name is taken or the tenant has MAX_INTEGRATIONS_PER_TENANT. */
 export async function createIntegration(tx: Tx, input: IntegrationInput, rules: IntegrationRules, by?: string): Promise<Integration> {
   const tenantId = tenantOf(tx);
-  const name = normalizeName(input.name);
+  const name = labelName(input.name);
   const targetUrl = normalizeTargetUrl(input.targetUrl, rules.egress);
   const eventTypes = normalizeEventTypes(input.eventTypes);
   const secret = presentSecret(input.secret, input.authMode ?? 'HMAC');
@@ -180,7 +181,7 @@ export async function updateIntegration(tx: Tx, id: string | number, patch: Inte
   };
   let name = current.name;
   if (patch.name !== undefined) {
-    name = normalizeName(patch.name);
+    name = labelName(patch.name);
     set('name', name);
   }
   if (patch.targetUrl !== undefined) set('target_url', normalizeTargetUrl(patch.targetUrl, rules.egress));

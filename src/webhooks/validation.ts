@@ -1,12 +1,13 @@
 import { type EgressPolicy, unconnectablePort } from '../egress/policy.js';
 import { ValidationError } from '../errors.js';
+import { LABEL_NAME_MAX } from '../validation/names.js';
 
 /**
  * Checks of integration fields beyond their JSON Schema, each naming the field it refuses
  * (docs/integrations.md lists them).
  */
 
-export const NAME_MAX = 200;
+export const NAME_MAX = LABEL_NAME_MAX;
 export const URL_MAX = 2048;
 export const EVENT_TYPES_MAX = 100;
 export const SECRET_MAX = 4096;
@@ -34,13 +35,6 @@ export function normalizeEventTypes(value: readonly string[]): string[] {
     if (!out.includes(entry)) out.push(entry);
   });
   return out;
-}
-
-export function normalizeName(value: string): string {
-  const name = value.trim();
-  if (!name) throw new ValidationError('name must not be blank', 'name');
-  if (name.length > NAME_MAX) throw new ValidationError(`name: at most ${NAME_MAX} characters`, 'name');
-  return name;
 }
 
 /**

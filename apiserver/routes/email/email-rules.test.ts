@@ -64,6 +64,23 @@ describe('/api/tenants/{tid}/email-rules', () => {
     expect((unknown.body as { hint: string }).hint).toContain('{{payload.<field>');
   });
 
+  it('refuses a name holding a control character (a line break, a tab), as an integration\'s; one stored before is listed, read, updated and deleted', async () => {
+    for (const name of ['ops\r\nBcc: x@example.com', 'a\tb', 'a\u0085b', 'a\u2028b', 'a\x1b[2Jb']) {
+      const r = await api.post(p(), { ...valid, name });
+      // Was: 201, the name stored as it was.
+      expect({ name, status: r.status, body: r.body }).toEqual({ name, status: 400, body: expect.objectContaining({ field: 'name', error: 'name may not hold control characters (a line break, a tab)' }) });
+    }
+    const created = (await api.post(p(), { ...valid, name: 'to-rename' })).body as { id: number };
+    expect(await api.put(p(`/${created.id}`), { name: 'x\ny' })).toMatchObject({ status: 400, body: { field: 'name' } });
+    // As an earlier version stored it: every view still takes it, and a rename mends it.
+    await owner.query('update email.rules set name = $2 where id = $1', [created.id, 'old\r\nname']);
+    expect((await api.get(p(`/${created.id}`))).body).toMatchObject({ name: 'old\r\nname' });
+    expect(((await api.get(p())).body as Array<{ name: string }>).map((r) => r.name)).toContain('old\r\nname');
+    expect(await api.put(p(`/${created.id}`), { enabled: false })).toMatchObject({ status: 200, body: { name: 'old\r\nname', enabled: false } });
+    expect(await api.put(p(`/${created.id}`), { name: 'mended' })).toMatchObject({ status: 200, body: { name: 'mended' } });
+    expect((await api.del(p(`/${created.id}`))).status).toBe(204);
+  });
+
   it('names are unique in the tenant (409), not across tenants', async () => {
     const again = await api.post(p(), { ...valid });
     expect(again.status).toBe(409);

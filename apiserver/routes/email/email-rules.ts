@@ -41,7 +41,7 @@ const emailRuleRecord: JsonSchema = {
 };
 
 const invalid =
-  'Invalid body (`field` names it): a malformed pattern or a bare `*`, an empty `eventTypes`, an address that is not one, ' +
+  'Invalid body (`field` names it): a blank name or one holding a control character, a malformed pattern or a bare `*`, an empty `eventTypes`, an address that is not one, ' +
   'an unknown placeholder or an unclosed `{{` in a template';
 
 const subscriptionRefusals = scopeRefusals(false, SUBSCRIPTION_SCOPES);

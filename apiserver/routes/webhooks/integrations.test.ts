@@ -131,6 +131,8 @@ describe('validation', () => {
   const cases: Array<[string, Record<string, unknown>, string]> = [
     ['no name', { targetUrl: 'https://x.example/h', eventTypes: ['org.created'] }, 'name'],
     ['blank name', { name: '  ', targetUrl: 'https://x.example/h', eventTypes: ['org.created'] }, 'name'],
+    ['a line break in the name', { name: 'crm\r\nsync', targetUrl: 'https://x.example/h', eventTypes: ['org.created'] }, 'name'],
+    ['an escape in the name', { name: 'crm\x1b[2J', targetUrl: 'https://x.example/h', eventTypes: ['org.created'] }, 'name'],
     ['no targetUrl', { name: 'a', eventTypes: ['org.created'] }, 'targetUrl'],
     ['no eventTypes', { name: 'a', targetUrl: 'https://x.example/h' }, 'eventTypes'],
     ['empty eventTypes', { name: 'a', targetUrl: 'https://x.example/h', eventTypes: [] }, 'eventTypes'],

@@ -4,6 +4,7 @@ import type { ErrorObject } from 'ajv/dist/2020.js';
 import { cronProblem, hasUserinfo } from '../../connectors/manifest/validate.js';
 import { type EgressPolicy, parseAddress, unconnectablePort } from '../../egress/policy.js';
 import { closest } from '../../validation/closest.js';
+import { CONTROL_CHARACTER } from '../../validation/names.js';
 import type { Issue } from '../../validation/schema-errors.js';
 import { addSchemaErrors, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
 import { resolvedByteLength, unknownToken } from '../tokens.js';
@@ -276,7 +277,7 @@ function checkName(field: string, value: string, errors: Issues): void {
   const bad = unknownToken(value);
   if (bad) errors.add(field, `${field} holds the unknown token ${bad}: the tokens are \${date} and \${timestamp}`);
   else if (/\$\{[^}]*$/.test(value)) errors.add(field, `${field} holds \${ without a closing }: the tokens are \${date} and \${timestamp}`);
-  else if (/[\p{Cc}\p{Zl}\p{Zp}]/u.test(value)) errors.add(field, `${field} may not hold control characters (a line break, a tab)`);
+  else if (CONTROL_CHARACTER.test(value)) errors.add(field, `${field} may not hold control characters (a line break, a tab)`);
   else if (value.split('/').some((segment) => segment === '.' || segment === '..')) errors.add(field, `${field} may not hold . or .. segments: name the directory and the file as they are`);
 }
 
