@@ -363,6 +363,81 @@ describe('key discovery', () => {
     }
   });
 
+  it('a key replaced under the same kid: a signature that fails on a key set older than the cooldown (30 s) fetches it once again and verifies with the new key; a flood of bad signatures fetches once per cooldown, whatever the key set URL answers', async () => {
+    const relay = await keySetRelay(['rs-1']);
+    const later = fakeWallClock();
+    try {
+      const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri });
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }))).resolves.toMatchObject({ tenant_id: 1 });
+      expect(relay.hits).toBe(1);
+      // The provider replaces its key and keeps the kid.
+      const replaced = await generateKeyPair('RS256', { extractable: true });
+      relay.kids = [];
+      relay.extra = [{ ...(await exportJWK(replaced.publicKey)), kid: 'rs-1', alg: 'RS256', use: 'sig' }];
+      const byReplaced = (subject: string) =>
+        new SignJWT({ tenant_id: 1 }).setProtectedHeader({ alg: 'RS256', kid: 'rs-1' }).setIssuer(issuer.issuer).setSubject(subject).setIssuedAt().setExpirationTime('5m').sign(replaced.privateKey);
+      // Within the cooldown of the fetch: refused, nothing fetched (as for a kid the set lacks).
+      await expect(verifier.verify(await byReplaced('early'))).rejects.toThrow(/ERR_JWS_SIGNATURE_VERIFICATION_FAILED/);
+      expect(relay.hits).toBe(1);
+      // Past it: fetched again once, the new key verifies; the tokens arriving meanwhile wait for that one fetch.
+      later(31_000);
+      const [a, b, c] = await Promise.all(['a', 'b', 'c'].map(async (s) => verifier.verify(await byReplaced(s))));
+      expect([a!.sub, b!.sub, c!.sub]).toEqual(['a', 'b', 'c']);
+      expect(relay.hits).toBe(2);
+
+      // An attacker's flood of bad signatures (and of unknown kids): at most one fetch per cooldown.
+      const rogue = () => issuer.mint({ tenant_id: 1 }, { rogue: true });
+      const unknownKid = () => new SignJWT({ tenant_id: 1 }).setProtectedHeader({ alg: 'RS256', kid: 'nope' }).setIssuer(issuer.issuer).setSubject('x').setIssuedAt().setExpirationTime('5m').sign(replaced.privateKey);
+      const flood = async () => {
+        const tokens = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 ? rogue() : unknownKid())));
+        await Promise.all(tokens.map((t) => expect(verifier.verify(t)).rejects.toThrow(TokenRejected)));
+        for (const t of tokens) await expect(verifier.verify(t)).rejects.toThrow(TokenRejected);
+      };
+      await flood();
+      expect(relay.hits).toBe(2);
+      for (const [mode, expected] of [['up', 3], ['missing', 4], ['missing', 5], ['up', 6]] as const) {
+        relay.mode = mode;
+        later(10_000);
+        await flood();
+        expect(relay.hits).toBe(expected - 1);
+        later(21_000);
+        await flood();
+        expect(relay.hits).toBe(expected);
+      }
+      // The key set fetched last still verifies.
+      await expect(verifier.verify(await byReplaced('after'))).resolves.toMatchObject({ sub: 'after' });
+    } finally {
+      jest.useRealTimers();
+      await relay.close();
+    }
+  });
+
+  it('two keys under the kid a token names, one of them unusable (RSA under 2048 bits, an EC point off its curve): the token verifies with the other; a forged one stays refused as a bad signature, and a token whose keys are all unusable as before', async () => {
+    const relay = await keySetRelay(['rs-1', 'es-1']);
+    try {
+      const weak = (await crypto.subtle.generateKey({ name: 'RSASSA-PKCS1-v1_5', modulusLength: 1024, publicExponent: new Uint8Array([1, 0, 1]), hash: 'SHA-256' }, true, ['sign', 'verify'])) as { publicKey: CryptoKey };
+      const { keys } = (await (await fetch(issuer.jwksUri)).json()) as { keys: JWK[] };
+      const esJwk = keys.find((k) => k.kid === 'es-1')!;
+      const weakJwk = { ...(await exportJWK(weak.publicKey)), alg: 'RS256', use: 'sig' };
+      // The unusable key first: it is the one tried first.
+      relay.extra = [
+        { ...weakJwk, kid: 'rs-1' },
+        { ...esJwk, x: esJwk.y, kid: 'es-1' },
+        { ...weakJwk, kid: 'weak-only' },
+        { ...weakJwk, kid: 'weak-only', n: `${weakJwk.n}` },
+      ];
+      const verifier = new TokenVerifier({ issuer: issuer.issuer, jwksUri: relay.jwksUri });
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'RS256', subject: 'rs' }))).resolves.toMatchObject({ sub: 'rs' });
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'ES256', subject: 'es' }))).resolves.toMatchObject({ sub: 'es' });
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'RS256', rogue: true }))).rejects.toThrow(/ERR_JWS_SIGNATURE_VERIFICATION_FAILED/);
+      const claims = { tenant_id: 1, iss: issuer.issuer, sub: 's', exp: Math.floor(Date.now() / 1000) + 300 };
+      const naming = [{ alg: 'RS256', kid: 'weak-only' }, claims].map((part) => Buffer.from(JSON.stringify(part)).toString('base64url')).concat('c2ln').join('.');
+      await expect(verifier.verify(naming)).rejects.toThrow(new TokenRejected('key weak-only of the key set cannot be used: RS256 requires key modulusLength to be 2048 bits or larger'));
+    } finally {
+      await relay.close();
+    }
+  });
+
   it('a key of the key set the hub cannot use (RSA under 2048 bits, no exponent, an EC point off its curve) refuses the tokens naming it (401 naming the key), never an error of the hub nor an outage: a key the provider adds is still fetched', async () => {
     const relay = await keySetRelay(['rs-1', 'es-1']);
     const later = fakeWallClock();

@@ -37,6 +37,11 @@ export interface KeySetTimings {
   unreachableRetryMs: number;
   /** The longest wait between two tries of the discovery document, or of a key set with none to stand in. */
   unreachableRetryMaxMs: number;
+  /**
+   * A token the key set fetched last cannot verify (a key id it lacks, a signature none of its keys
+   * holds) has it fetched again only when no fetch was made or tried for this long: once per cooldown.
+   */
+  cooldownMs: number;
 }
 
 export const KEY_SET_TIMINGS: KeySetTimings = {
@@ -45,6 +50,7 @@ export const KEY_SET_TIMINGS: KeySetTimings = {
   staleMaxMs: 24 * 3_600_000,
   unreachableRetryMs: 2_000,
   unreachableRetryMaxMs: 60_000,
+  cooldownMs: 30_000,
 };
 
 /** The answer of the last of a run of failed attempts, until when it stands (ms since the epoch), and the wait that led to it. */
@@ -182,8 +188,9 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * must carry `exp`, at most `maxLifetimeSeconds` ahead; an `iat` must not lie in the future) and, when
  * configured, audience. Once the signature holds, a protected header giving a parameter twice, or a
  * payload giving a claim twice (at any depth), is refused too. The key set is fetched lazily and
- * cached by jose for `maxAgeMs` (10 minutes), which refetches it then, and when a token names an unknown
- * key id (at most every 30 s). When such a fetch finds the provider down (no connection, no answer
+ * cached by jose for `maxAgeMs` (10 minutes), which refetches it then; it is fetched again too when it
+ * cannot verify a token (an unknown key id, a signature none of its keys holds), at most once per
+ * `cooldownMs` (30 s). When such a fetch finds the provider down (no connection, no answer
  * within 5 s, a status that may pass), the key set fetched last verifies tokens instead, for up to
  * `staleMaxMs` (24 hours) after it was fetched, trying the provider again every `outageRetryMs` (30 s);
  * a token naming a key that set lacks is the outage's 503. The discovery document, while it cannot be
@@ -203,7 +210,7 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * refused token is never remembered.
  */
 export class TokenVerifier {
-  private keys: Promise<JWTVerifyGetKey> | undefined;
+  private keys: Promise<RemoteKeys> | undefined;
   /** The key set as last fetched, with when (jose writes both after every fetch that succeeds). */
   private readonly lastFetched: Partial<ExportedJWKSCache> = {};
   /** While a fetch failed for an outage lately: until when the last key set answers alone (ms since the epoch). */
@@ -224,6 +231,10 @@ export class TokenVerifier {
    * stands, and the wait that led to it. Cleared by the next fetch that succeeds.
    */
   private keySetFailed: Failing | undefined;
+  /** When a token the key set could not verify last had it fetched again (ms since the epoch). */
+  private refetchedAt = 0;
+  /** That fetch while it runs: the tokens arriving meanwhile wait for it rather than fetch again. */
+  private refetching: Promise<void> | undefined;
 
   constructor(private readonly options: VerifierOptions) {
     this.timings = { ...KEY_SET_TIMINGS, ...options.timings };
@@ -246,7 +257,7 @@ export class TokenVerifier {
     // it may have taken the key from either set).
     const fetched = this.lastFetched.jwks;
     try {
-      return this.remember(token, await this.checked(token, keys), fetched);
+      return this.remember(token, await this.checkedOrRefetched(token, keys), fetched);
     } catch (err) {
       if (!isOutage(err)) {
         // The key set's URL refused it while jose fetches it on every call (no set yet, or the last one
@@ -329,6 +340,36 @@ export class TokenVerifier {
     return payload;
   }
 
+  /**
+   * The token checked with jose's remote set, and when that set cannot verify it (a key id it lacks, or
+   * a signature none of its keys holds: a provider may replace a key and keep its kid), checked again
+   * once the set is fetched anew, at most once per `cooldownMs` (counted from the last fetch made or
+   * tried) whatever tokens arrive: a flood of made-up kids or signatures costs the provider one
+   * request per cooldown. jose's own refetch for an unknown kid is off (its cooldown never ends): it
+   * counts from the last fetch that succeeded only, so a key set URL that refuses was asked once per token.
+   */
+  private async checkedOrRefetched(token: string, keys: RemoteKeys): Promise<JWTPayload> {
+    const before = this.lastFetched.jwks;
+    try {
+      return await this.checked(token, keys);
+    } catch (err) {
+      if (!(err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWSSignatureVerificationFailed)) throw err;
+      // A set fetched while this token was checked with the one before: checked with it, nothing fetched.
+      if (this.lastFetched.jwks === before) {
+        if (!this.refetching) {
+          const since = Math.max(this.lastFetched.uat ?? 0, this.refetchedAt);
+          if (Date.now() - since < this.timings.cooldownMs) throw err;
+          this.refetchedAt = Date.now();
+          this.refetching = keys.reload().finally(() => {
+            this.refetching = undefined;
+          });
+        }
+        await this.refetching;
+      }
+      return this.checked(token, keys);
+    }
+  }
+
   /** The signature and claims checked with `keys`; jose's refusals and outages are thrown as they come. */
   private async checked(token: string, keys: JWTVerifyGetKey): Promise<JWTPayload> {
     const { payload, protectedHeader } = await verifiedWithAnyKey(token, keys, {
@@ -395,7 +436,7 @@ export class TokenVerifier {
    * logged once) is every call's until `unreachableRetryMs` has passed, doubled per failure in a row up
    * to `unreachableRetryMaxMs`, so a provider that is down is asked once per wait, not once per call.
    */
-  private keySet(): Promise<JWTVerifyGetKey> {
+  private keySet(): Promise<RemoteKeys> {
     if (this.keys) return this.keys;
     const failed = this.discoveryFailed;
     const answer = stillFailing(failed);
@@ -403,7 +444,8 @@ export class TokenVerifier {
     const keys = this.resolveJwksUri()
       .then((uri) =>
         createRemoteJWKSet(new URL(uri), {
-          cooldownDuration: 30_000,
+          // Never: checkedOrRefetched fetches again for a key id the set lacks, once per cooldownMs.
+          cooldownDuration: Number.POSITIVE_INFINITY,
           timeoutDuration: 5_000,
           cacheMaxAge: this.timings.maxAgeMs,
           [customFetch]: async (url: string, init: RequestInit) => {
@@ -458,16 +500,25 @@ async function verifiedWithAnyKey(token: string, keys: JWTVerifyGetKey, options:
     return await jwtVerify(token, keys, options);
   } catch (err) {
     if (!(err instanceof joseErrors.JWKSMultipleMatchingKeys)) throw err;
+    // A candidate the hub cannot use (an RSA key under 2048 bits) is passed over: another may verify.
+    let unusable: unknown;
+    let usable = false;
     for await (const key of err) {
       try {
         return await jwtVerify(token, key, options);
       } catch (candidate) {
-        if (!(candidate instanceof joseErrors.JWSSignatureVerificationFailed)) throw candidate;
+        if (unusableKey(candidate)) unusable ??= candidate;
+        else if (candidate instanceof joseErrors.JWSSignatureVerificationFailed) usable = true;
+        else throw candidate;
       }
     }
-    throw new joseErrors.JWSSignatureVerificationFailed();
+    // None verified: a bad signature, unless no candidate could be used at all (refused naming the key).
+    throw unusable && !usable ? unusable : new joseErrors.JWSSignatureVerificationFailed();
   }
 }
+
+/** jose's remote key set: it fetches the set when due, and again when asked (reload). */
+type RemoteKeys = ReturnType<typeof createRemoteJWKSet>;
 
 /** A key set fetched last as jose's local set, for verifying while the provider is down. */
 interface StaleKeys {
@@ -486,6 +537,12 @@ function freezeDeep(value: object): void {
   }
 }
 
+/** A key jose or WebCrypto cannot use (jose's TypeError for an RSA key under 2048 bits, WebCrypto's DataError for parameters that make no key). */
+function unusableKey(err: unknown): boolean {
+  const name = (err as Error | undefined)?.name;
+  return name === 'TypeError' || name === 'DataError' || name === 'NotSupportedError';
+}
+
 /** The provider could not be reached, or answered an outage: no connection, no answer in time, a status that may pass. */
 function isOutage(err: unknown): boolean {
   return err instanceof joseErrors.JWKSTimeout || err instanceof ProviderOutage || err instanceof KeySetUnreachable;
@@ -500,8 +557,7 @@ function isOutage(err: unknown): boolean {
 function refusal(err: unknown, token: string): unknown {
   if (err instanceof TokenRejected) return err;
   if (err instanceof joseErrors.JOSEError) return new TokenRejected(`${err.code}: ${err.message}`);
-  const name = (err as Error | undefined)?.name;
-  if (name === 'TypeError' || name === 'DataError' || name === 'NotSupportedError') {
+  if (unusableKey(err)) {
     const { kid } = decodeProtectedHeader(token);
     return new TokenRejected(`key ${kid === undefined ? 'without a kid' : loggableText(String(kid))} of the key set cannot be used: ${(err as Error).message}`);
   }
