@@ -989,6 +989,24 @@ describe('status, ownership and conflicts', () => {
     expect(after.manifest).toEqual(before.manifest);
   });
 
+  it('refuses a resource named like an object created over HTTP by a caller whose login is the operator\'s own actor (`operator`), and its delete deletes nothing', async () => {
+    const res = await fetch(`${hub.url}/api/connectors/apply`, {
+      method: 'POST',
+      headers: { 'X-Tenant-ID': '1', 'X-User-ID': 'operator', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ ...open, metadata: { name: 'by-a-user-named-operator' } }),
+    });
+    expect(res.status).toBe(201);
+    const before = (await hubGet('/api/connectors/by-a-user-named-operator')).body!;
+    put('by-a-user-named-operator', NS, { baseUrl: 'http://elsewhere.example' });
+    await until('Applied or Conflict', () => ['Applied', 'Conflict'].includes(cond('by-a-user-named-operator', 'Ready')?.reason as string));
+    expect(cond('by-a-user-named-operator', 'Ready')).toMatchObject({ status: 'False', reason: 'Conflict', message: expect.stringContaining('created over HTTP (last applied by operator#operator)') });
+    api.remove(API_VERSION, 'connectors', NS, 'by-a-user-named-operator');
+    await until('the resource gone', () => !get('by-a-user-named-operator'));
+    const after = (await hubGet('/api/connectors/by-a-user-named-operator')).body!;
+    expect(after.updatedAt).toBe(before.updatedAt);
+    expect(after.manifest).toEqual(before.manifest);
+  });
+
   it("a resource that manages nothing deletes nothing in a tenant its Namespace does not allow, whatever its status.tenant says", async () => {
     // Another tenant's object as an older operator left it: applied by the operator's actor, no owner record.
     await hub.services.db.withTenant(otherTenant, (tx) => CONNECTOR.handler.apply(tx, { ...open, metadata: { name: 'aimed' } }, 'operator'));

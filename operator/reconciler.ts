@@ -10,6 +10,7 @@ import {
   type V1PodTemplateSpec,
 } from '@kubernetes/client-node';
 import { apiStatus } from '../kube/kube-config.js';
+import { OPERATOR_ACTOR } from '../src/auth/principal.js';
 import { ConflictError, ValidationError } from '../src/errors.js';
 import { canonical } from '../src/manifests/canonical.js';
 import type { ManifestKind } from '../src/manifests/kinds.js';
@@ -1162,7 +1163,7 @@ export class Operator {
   }
 
   private get actor(): string {
-    return this.options.actor ?? 'operator';
+    return this.options.actor ?? OPERATOR_ACTOR;
   }
 
   /** Throws NotLeading when this process may not act as the leader now (`leading`). */

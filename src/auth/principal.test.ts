@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { describeGate, hasRole, ROLES, satisfies, type Principal, type RoleGate } from './principal.js';
+import { actor, describeGate, hasRole, OPERATOR_ACTOR, ROLES, satisfies, type Principal, type RoleGate } from './principal.js';
 
 function principal(...roles: string[]): Principal {
   return { via: 'token', roles: new Set(roles), impersonating: false };
@@ -72,5 +72,23 @@ describe('describeGate', () => {
     expect(describeGate(['svc_user'])).toBe('svc_user');
     expect(describeGate(['svc_integrator', ['svc_admin', 'svc_superadmin']])).toBe('svc_integrator and (svc_admin or svc_superadmin)');
     expect(describeGate([])).toBe('');
+  });
+});
+
+describe('actor', () => {
+  const caller = (fields: Partial<Principal>): Principal => ({ via: 'token', roles: new Set(), impersonating: false, ...fields });
+
+  it('is the login, else the user id or subject', () => {
+    expect(actor(caller({ login: 'ann', userId: '7', subject: 'sub-ann' }))).toBe('ann');
+    expect(actor(caller({ userId: '7', subject: 'sub-ann' }))).toBe('7');
+    expect(actor(caller({ subject: 'sub-ann' }))).toBe('sub-ann');
+    expect(actor(undefined)).toBe('unknown');
+  });
+
+  it("is never the operator's own actor: a caller of that login is recorded with its subject appended", () => {
+    expect(OPERATOR_ACTOR).toBe('operator');
+    expect(actor(caller({ login: 'operator', userId: '7', subject: 'sub-op' }))).toBe('operator#sub-op');
+    expect(actor(caller({ via: 'dev-bypass', login: 'operator', userId: 'operator', subject: 'operator' }))).toBe('operator#operator');
+    expect(actor(caller({ login: 'operators', subject: 's' }))).toBe('operators');
   });
 });

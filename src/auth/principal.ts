@@ -51,7 +51,20 @@ export function callerTenant(principal: Principal | undefined): number {
   return principal.tenantId;
 }
 
-/** Who did it, as events and the audit record it: the hub user's login, else its id or subject. */
+/**
+ * The actor the Kubernetes operator records for its own writes (`updated_by` of the objects it
+ * applies): an object with no owner record last applied by it is one an operator from before owner
+ * records applied, which a resource of its name adopts (docs/kubernetes.md, "Ownership and conflicts").
+ */
+export const OPERATOR_ACTOR = 'operator';
+
+/**
+ * Who did it, as events and the audit record it: the hub user's login, else its id or subject. A
+ * caller whose login is the operator's actor is recorded as `operator#<subject>`: recorded as
+ * `operator`, an object it applied over HTTP would pass for one the operator applied, and a resource
+ * of its name would adopt it (overwrite it, and delete it when deleted) instead of being a Conflict.
+ */
 export function actor(principal: Principal | undefined): string {
-  return principal?.login ?? principal?.userId ?? principal?.subject ?? 'unknown';
+  const who = principal?.login ?? principal?.userId ?? principal?.subject ?? 'unknown';
+  return who === OPERATOR_ACTOR ? `${who}#${principal?.subject ?? principal?.userId}` : who;
 }
