@@ -203,7 +203,7 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * A token that verified is remembered (by its exact text, signature included), and its next uses are
  * answered with the same claims without verifying it again, while all of these hold: it has not
  * expired (`exp` plus the clock tolerance, as jose checks it); the key set that verified it is still
- * the one fetched last (a fetch, for its age or a key id the set lacks, forgets every token); and that
+ * the one fetched last (a fetch, for its age or for a token it could not verify, forgets every token); and that
  * set is younger than `maxAgeMs`, or, while the provider is down, is the set standing in for it
  * (younger than `staleMaxMs`). Otherwise the token takes the whole path again, so jose fetches a key
  * set that is due, and a key the provider removed stops verifying within `maxAgeMs` as before. A
@@ -262,7 +262,7 @@ export class TokenVerifier {
       if (!isOutage(err)) {
         // The key set's URL refused it while jose fetches it on every call (no set yet, or the last one
         // due): the back-off of an outage without a set, so load on the hub is no flood of requests
-        // at the provider. A refused fetch for a key id a fresh set lacks is that token's alone.
+        // at the provider. A refused fetch for a token a fresh set could not verify is that token's alone.
         if (err instanceof KeySetRefused && !this.keySetFresh()) throw this.keySetFailing(() => err);
         throw refusal(err, token);
       }
@@ -444,7 +444,7 @@ export class TokenVerifier {
     const keys = this.resolveJwksUri()
       .then((uri) =>
         createRemoteJWKSet(new URL(uri), {
-          // Never: checkedOrRefetched fetches again for a key id the set lacks, once per cooldownMs.
+          // Never: checkedOrRefetched fetches again for a token the set cannot verify, once per cooldownMs.
           cooldownDuration: Number.POSITIVE_INFINITY,
           timeoutDuration: 5_000,
           cacheMaxAge: this.timings.maxAgeMs,
