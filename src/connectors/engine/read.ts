@@ -23,7 +23,7 @@ import {
   UpstreamHttpError,
 } from './errors.js';
 import { type Exchange, exchange, type ExchangeOptions, type ExchangeTimeouts, type RetryEvent } from './http.js';
-import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation, removeQueryParameter } from './request.js';
+import { type ComposedRequest, composeRequest, planRequests, type RequestPlan, redactDeep, redactText, redactUrl, redirectLocation, removeQueryParameter, shownUrl } from './request.js';
 import { DEFAULT_RETRY, type RetryPolicy } from './retry.js';
 import { checkSoapAnswer, soapExchange, soapFailure } from './soap.js';
 import { exactNumbersAsText, jsonText } from './exact-json.js';
@@ -230,7 +230,7 @@ function withoutAuthQuery(position: Position, auth: AuthParts): Position {
 
 /** How the endpoint's answer shows a stored position: its description, a next link's address masked as messages mask it. */
 function shownPosition(position: Position, auth: AuthParts): string {
-  return position.url === undefined ? position.describe : `${position.describe} ${redactUrl(new URL(position.url), auth)}`;
+  return position.url === undefined ? position.describe : `${position.describe} ${shownUrl(new URL(position.url), auth)}`;
 }
 
 /** What the pre-flight reports for one endpoint. */

@@ -116,10 +116,11 @@ export function composeRequest(
     if (url.origin !== plan.endpointUrl.origin) {
       // The rule holds without credentials too: the hub reads only from the address the manifest names.
       const credentials = plan.auth.secrets.length > 0 || plan.auth.headers.length > 0 || plan.auth.query.length > 0;
+      const away = quote(url.origin, SHOWN_URL_CHARS);
       throw new PaginationError(
         credentials
-          ? `the next link leaves the source (${url.origin}, not ${plan.endpointUrl.origin}); refusing to send the connector's credentials there`
-          : `the next link leaves the source (${url.origin}, not ${plan.endpointUrl.origin}); next links are followed only on the origin of spec.base_url`,
+          ? `the next link leaves the source (${away}, not ${plan.endpointUrl.origin}); refusing to send the connector's credentials there`
+          : `the next link leaves the source (${away}, not ${plan.endpointUrl.origin}); next links are followed only on the origin of spec.base_url`,
       );
     }
   } else {
@@ -134,7 +135,7 @@ export function composeRequest(
   let body = plan.body;
   if (endpoint.soap) body = soapEnvelope(endpoint.soap, position.soap ?? { pageSize: 0, startRow: 0 }, plan.soapToken);
   else if (endpoint.graphql) body = jsonText({ query: endpoint.query ?? '', variables: { ...plan.variables, ...position.variables } });
-  if (position.url !== undefined) describe = `${describe} ${redactUrl(url, plan.auth)}`;
+  if (position.url !== undefined) describe = `${describe} ${shownUrl(url, plan.auth)}`;
   return { url, method: plan.method, headers: plan.headers, body, position: describe, carriesPosition: previous !== undefined };
 }
 
@@ -183,6 +184,18 @@ export function redactUrl(url: URL, auth: AuthParts): string {
   const copy = new URL(url);
   for (const [name] of auth.query) if (copy.searchParams.has(name)) copy.searchParams.set(name, '***');
   return redactText(maskUserinfo(copy.href), auth);
+}
+
+/** The most characters of a source's URL (a next link) a message or a shown position quotes. */
+export const SHOWN_URL_CHARS = 200;
+
+/**
+ * A URL the source gave (a next link) as messages and a stored position name it: masked as redactUrl
+ * masks it, then cut to SHOWN_URL_CHARS characters (`…` after them). The source's text has no length
+ * of its own: quoted whole, a link of megabytes made as long a run error, event and log line.
+ */
+export function shownUrl(url: URL, auth: AuthParts): string {
+  return quote(redactUrl(url, auth), SHOWN_URL_CHARS);
 }
 
 /**

@@ -122,10 +122,22 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
       return { body: { results: rowsAt(at), next: url.searchParams.has('false') ? false : at === '' ? 2 : null } };
     case '/link-header-bad':
       return { body: rowsAt(''), headers: { Link: '<http://[::1>; rel="next"' } };
+    // Next links of LONG_LINK characters: to a page that is gone (404), to the same records again, to another host, or on for ever.
+    case '/long-gone':
+      return { body: { results: rowsAt(''), next: `/long-gone/past?p=${LONG_LINK}` } };
+    case '/long-same':
+      return { body: { results: rowsAt(''), next: `/long-same?p=${at.length}${LONG_LINK}` } };
+    case '/long-away':
+      return { body: { results: rowsAt(''), next: `http://${LONG_LINK}.example/next` } };
+    case '/long-more':
+      return { body: { results: rowsAt(at.slice(0, 8)), next: `/long-more?p=${at.length + 1}${LONG_LINK}` } };
     default:
       return undefined;
   }
 }
+
+/** A next link's length in characters: far past what a message quotes, within what the source's request line may hold. */
+const LONG_LINK = 'a'.repeat(10_000);
 
 /** A GraphQL endpoint at `path` paging Relay-style through `items` (the broken source's relay paths). */
 const relay = (path: string) =>
@@ -343,6 +355,33 @@ describe('pagination that does not advance or leaves the source', () => {
     expect(none.error?.message).toBe(`the next link leaves the source (http://example.invalid, not ${source.url}); next links are followed only on the origin of spec.base_url`);
     const bearer = await readAll(connectorSpec(source.url, { auth: { kind: 'bearer', token_env: 'TOK' } }), endpoint, engineContext({ TOK: 'tok-123456' }));
     expect(bearer.error?.message).toBe(`the next link leaves the source (http://example.invalid, not ${source.url}); refusing to send the connector's credentials there`);
+  });
+});
+
+describe('a next link of any length is named in at most 200 characters', () => {
+  // A link's URL is the source's text: quoted whole, one of several megabytes (a page holds up to 64 MiB) made the run's
+  // error message, its connector.run.failed event, a log line per retry and the position the lists show as long.
+  const bodyLink = (path: string) => endpointSpec(path, { kind: 'body-link', link_path: '$.next', response_path: '$.results' });
+  const cut = (url: string) => `${url.slice(0, 200)}…`;
+
+  it('a 404 for it (Partial), the same records again, or another host (Failed): the message names the link cut', async () => {
+    const gone = await readAll(connectorSpec(brokenUrl), bodyLink('/long-gone'), engineContext());
+    expect(gone.error?.message).toBe(`the source answered HTTP 404 for the next link ${cut(`${brokenUrl}/long-gone/past?p=${LONG_LINK}`)}: it no longer has the records past that position; the run stopped after 1 page(s) read`);
+    const same = await readAll(connectorSpec(brokenUrl), bodyLink('/long-same'), engineContext());
+    expect(same.error?.message).toBe(
+      `pagination did not advance: the source answered the next link ${cut(`${brokenUrl}/long-same?p=0${LONG_LINK}`)} with the same 2 record(s) as the page before it (it ignores the position asked for, or repeats a page past its end); the read stopped there, the pages before it are kept`,
+    );
+    const away = await readAll(connectorSpec(brokenUrl), bodyLink('/long-away'), engineContext());
+    expect(away.error?.message).toBe(`the next link leaves the source (${cut(`http://${LONG_LINK}.example`)}, not ${brokenUrl}); next links are followed only on the origin of spec.base_url`);
+  });
+
+  it('where a read cut by the page budget stopped is shown cut, and stored whole (the next run requests it)', async () => {
+    const result = await readAll(connectorSpec(brokenUrl), bodyLink('/long-more'), engineContext({}, { maxPages: 2 }));
+    expect(result.error).toBeInstanceOf(PageCapError);
+    const stopped = stoppedAtOf(result.error)!;
+    const next = `${brokenUrl}/long-more?p=${LONG_LINK.length + 2}${LONG_LINK}`;
+    expect(stopped.shown).toBe(`the next link ${cut(next)}`);
+    expect(stopped.position.url).toBe(next);
   });
 });
 
