@@ -104,6 +104,15 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(Buffer.concat([Buffer.from('[{"id": 1, "seq": "2024-01-01"}, {"id": 2, "seq": "2024-09-0\\u0000"}, {"id": 3, "seq": "2024-06-0\\ud800"}, {"id": 4, "seq": "2024-07-0'), Buffer.from([0xe9]), Buffer.from('"}, {"id": 5, "seq": "2024-02-01"}]')]));
         return;
+      // Watermark values the hub cannot send back: one far longer than any mark (5,001 characters), an object and an array.
+      case '/long-watermark':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify([{ id: 1, seq: '2024-03-01' }, { id: 2, seq: `9${'z'.repeat(5_000)}` }, { id: 3, seq: '2024-01-01' }]));
+        return;
+      case '/object-watermark':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify([{ id: 1, seq: '2024-03-01' }, { id: 2, seq: { at: '2025-01-01' } }, { id: 3, seq: ['2026-01-01'] }]));
+        return;
       // A GraphQL error whose message holds a NUL (escaped, as JSON writes it).
       case '/graphql-nul':
         res.writeHead(200, { 'content-type': 'application/json' });
@@ -176,6 +185,12 @@ beforeAll(async () => {
       ...manifest('nul-watermark', '/nul-watermark', { kind: 'none' }),
       spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: '/nul-watermark', pagination: { kind: 'none', response_path: '$' }, incremental: { mode: 'watermark', param: 'since', watermark_path: '$.seq' }, target: { table: 'ext.hostile_nul_watermark', unique_key: '$.id' } }] },
     });
+    for (const name of ['long-watermark', 'object-watermark']) {
+      await applyConnector(tx, {
+        ...manifest(name, `/${name}`, { kind: 'none' }),
+        spec: { base_url: sourceUrl, endpoints: [{ id: 'items', path: `/${name}`, pagination: { kind: 'none', response_path: '$' }, incremental: { mode: 'watermark', param: 'since', watermark_path: '$.seq' }, target: { table: `ext.hostile_${name.replace(/-/g, '_')}`, unique_key: '$.id' } }] },
+      });
+    }
     await applyConnector(tx, graphqlManifest('graphql-nul', '/graphql-nul'));
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
@@ -310,6 +325,16 @@ describe('a hostile source through the hub', () => {
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 5, recordsOut: 2, recordsSkipped: 3 });
     const watermark = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ watermark: string }>(`select e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = 'nul-watermark'`)).rows[0]!.watermark);
     expect(watermark).toBe('2024-02-01');
+  }, 30_000);
+
+  it.each([
+    ['longer than 4,096 characters', 'long-watermark'],
+    ['an object or an array (no text of the source\'s: it was taken as "[object Object]")', 'object-watermark'],
+  ])('a watermark value %s is not taken: its record is stored, the watermark the greatest other one', async (_what, name) => {
+    const run = await runToEnd(name, 20_000);
+    expect(run).toMatchObject({ status: 'Completed', recordsIn: 3, recordsOut: 3, recordsSkipped: 0 });
+    const watermark = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ watermark: string }>(`select e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = $1`, [name])).rows[0]!.watermark);
+    expect(watermark).toBe('2024-03-01');
   }, 30_000);
 
   it('an error message holding a NUL (a GraphQL error\'s): the run ends Failed with it, the NUL shown as U+FFFD', async () => {

@@ -947,10 +947,21 @@ function unstorable(endpoint: EndpointSpec, row: PreparedRow, why: string): Dead
 }
 
 /**
+ * The longest watermark value taken, in characters of its text: a mark is sent back in the query of
+ * every request of the next run and shown by every connectors list, and a source's value has no
+ * length of its own (a page holds up to 64 MiB). A timestamp, a number or a change feed's sequence
+ * is far shorter.
+ */
+export const MAX_WATERMARK_CHARS = 4_096;
+
+/**
  * A record's watermark value; none from a record nested too deep for its path (it is dead-lettered,
  * prepareRow's tooDeep), and none that is text PostgreSQL cannot store (a NUL, half a surrogate pair,
  * bytes that are not UTF-8): its record is dead-lettered for it (unstorableRow), and as the mark it
- * failed the statement that ends the run, which then never ended.
+ * failed the statement that ends the run, which then never ended. Nor an object or an array (no
+ * text of the source's: taken, it was compared and stored as `[object Object]`), nor a value
+ * longer than MAX_WATERMARK_CHARS: their records are stored, the mark is the greatest other value
+ * (a lower mark reads more again next time, never less).
  */
 function watermarkOf(item: unknown, path: string): unknown {
   let value: unknown;
@@ -960,7 +971,9 @@ function watermarkOf(item: unknown, path: string): unknown {
     if (err instanceof TooDeepForPath) return undefined;
     throw err;
   }
-  return typeof value === 'string' && unstorableText(value) !== undefined ? undefined : value;
+  if (typeof value === 'string') return value.length > MAX_WATERMARK_CHARS || unstorableText(value) !== undefined ? undefined : value;
+  if (typeof value === 'bigint' || value instanceof ExactNumber) return String(value).length > MAX_WATERMARK_CHARS ? undefined : value;
+  return typeof value === 'object' ? undefined : value;
 }
 
 /** What a dead letter keeps of a record nesting deeper than MAX_JSON_DEPTH in place of what is below it. */
