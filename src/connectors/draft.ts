@@ -2,6 +2,7 @@ import { ConflictError, HubError, RateLimited, type Rendered, ValidationError } 
 import { type EngineContext, firstPage, rateLimitWait } from './engine/read.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod, PromoteType } from './types.js';
 import { ExactNumber } from './engine/exact-json.js';
+import { promoteColumnName } from './target/ddl.js';
 
 /** The source refused the drafting request: 502 naming the upstream status. */
 class UpstreamRefused extends HubError {
@@ -59,12 +60,13 @@ export async function draftEndpoint(connector: ConnectorSpec, request: { path: s
   const { kind, records, pagination } = recognise(report.body, report.link);
   const first = records.find((r) => r !== null && typeof r === 'object' && !Array.isArray(r)) as Record<string, unknown> | undefined;
   // Column names are lower-case: of fields spelt alike but for case (`Name`, `name`), the first is
-  // promoted (a promote name twice is refused at apply); the others stay in `data`.
+  // promoted (a promote name twice is refused at apply); the others stay in `data`, as do fields
+  // named as a column every ext table has, PostgreSQL's own (`xmin`, `ctid`) included (apply refuses them).
   const named = new Set<string>();
   const promote = first
     ? Object.entries(first)
-        .filter(([key, value]) => /^[a-z_][a-z0-9_]{0,62}$/i.test(key) && value !== null && (typeof value !== 'object' || value instanceof ExactNumber))
-        .filter(([key]) => !['id', 'tenant_id', 'external_id', 'row_hash', 'data', 'indexed_at', 'connector_id', 'endpoint_id'].includes(key.toLowerCase()))
+        // ASCII letters before lower-casing: `\u212A` (the Kelvin sign) lower-cases to `k`.
+        .filter(([key, value]) => /^[a-z_][a-z0-9_]{0,62}$/i.test(key) && promoteColumnName(key.toLowerCase()) !== undefined && value !== null && (typeof value !== 'object' || value instanceof ExactNumber))
         .filter(([key]) => {
           const fresh = !named.has(key.toLowerCase());
           named.add(key.toLowerCase());

@@ -4,6 +4,7 @@ import { unconnectablePort } from '../egress/policy.js';
 import { stringify } from 'yaml';
 import { PayloadTooLarge, ValidationError } from '../errors.js';
 import { MAX_JSON_DEPTH } from '../validation/input-limits.js';
+import { promoteColumnName } from './target/ddl.js';
 import { MAX_YAML_BYTES } from '../manifests/yaml-limits.js';
 import type { YamlRead } from '../manifests/yaml-body.js';
 import { type YamlReader, yamlReadRefusal, YamlReadStopped } from '../manifests/yaml-reader.js';
@@ -114,7 +115,8 @@ export async function scaffoldManifest(openapiUrl: string, name: string, options
         continue;
       }
       const prop = resolve(props[key]);
-      if (!/^[a-z_][a-z0-9_]{0,62}$/.test(key) || key === 'id' || !prop || !['string', 'integer', 'number', 'boolean'].includes(prop.type ?? '')) continue;
+      // A name apply takes for a column: not one every ext table has (`id`, `data`, `tenant_id`, PostgreSQL's `xmin`).
+      if (!promoteColumnName(key) || !prop || !['string', 'integer', 'number', 'boolean'].includes(prop.type ?? '')) continue;
       promote.push({
         name: key,
         path: `$.${key}`,
