@@ -1,6 +1,6 @@
 import { TextDecoder } from 'node:util';
 import { type BrotliOptions, constants, createBrotliDecompress, createGunzip, createInflate, createInflateRaw, type ZlibOptions } from 'node:zlib';
-import { type Dispatcher, request } from 'undici';
+import { type Dispatcher, errors, request } from 'undici';
 import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
 import { isEgressDenied } from '../../egress/policy.js';
@@ -100,8 +100,8 @@ const ERROR_BODY_BYTES = 64 * 1024;
 export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promise<Exchange> {
   const attempts = Math.max(1, Math.floor(o.policy.attempts));
   const cancelled = () => o.signal?.aborted === true;
-  /** The attempt in flight ran past timeouts.responseMs (its request and body were aborted). */
-  let timedOut: ResponseTimeoutError | undefined;
+  /** The attempt in flight ran past timeouts.responseMs, or past headersMs without its status (its request and body were aborted). */
+  let timedOut: Error | undefined;
   const guard = async <T>(work: Promise<T>): Promise<T> => {
     try {
       return await work;
@@ -124,13 +124,16 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
     // The whole attempt's time limit: from here (the token taken) to the last byte of the body read.
     timedOut = undefined;
     const responseMs = o.timeouts?.responseMs;
-    const limit = responseMs === undefined ? undefined : new AbortController();
-    const timer =
-      limit &&
-      setTimeout(() => {
-        timedOut = new ResponseTimeoutError(responseMs!);
-        limit.abort(timedOut);
-      }, responseMs);
+    const headersMs = o.timeouts?.headersMs;
+    const limit = responseMs === undefined && headersMs === undefined ? undefined : new AbortController();
+    const cut = (err: Error) => {
+      timedOut = err;
+      limit!.abort(err);
+    };
+    const timer = responseMs === undefined ? undefined : setTimeout(() => cut(new ResponseTimeoutError(responseMs)), responseMs);
+    // The status within headersMs of here, whatever comes before it: undici restarts its own headers timer at each
+    // interim answer (1xx), so a source sending 103 Early Hints without end never ran out of it.
+    let headersTimer = headersMs === undefined ? undefined : setTimeout(() => cut(new errors.HeadersTimeoutError()), headersMs);
     const signal = limit ? (o.signal ? AbortSignal.any([o.signal, limit.signal]) : limit.signal) : o.signal;
     try {
       let res: Dispatcher.ResponseData;
@@ -145,6 +148,8 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
             ...(o.timeouts ? { headersTimeout: o.timeouts.headersMs, bodyTimeout: o.timeouts.bodyMs } : {}),
           }),
         );
+        clearTimeout(headersTimer);
+        headersTimer = undefined;
       } catch (err) {
         if (isEgressDenied(err)) throw new DestinationRefusedError(err);
         if ((err as { code?: unknown }).code === 'UND_ERR_INVALID_ARG') throw new RequestInvalidError(`${(err as Error).message}; a header value holds a line break or a character beyond Latin-1, perhaps from a stored secret: fix the secret or the manifest`);
@@ -217,6 +222,7 @@ export async function exchange(req: ComposedRequest, o: ExchangeOptions): Promis
       return { ok: false, status, headers, text, attempts: attempt };
     } finally {
       clearTimeout(timer);
+      clearTimeout(headersTimer);
     }
   }
 }

@@ -209,6 +209,36 @@ describe('retry policy', () => {
     }
   });
 
+  it('interim answers (103 Early Hints) sent without end never give the status: the headers timeout ends each attempt all the same', async () => {
+    // The HTTP client restarts its headers timer at each 1xx answer: a source sending one every 20 ms held each
+    // attempt until the whole-answer timeout (10 minutes by default), and for ever without one.
+    const sockets = new Set<Socket>();
+    let requests = 0;
+    const raw = createNetServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.once('data', () => {
+        requests++;
+        const hints = setInterval(() => socket.write('HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n'), 20);
+        socket.on('close', () => clearInterval(hints));
+      });
+    });
+    await new Promise<void>((resolve) => raw.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(raw.address() as AddressInfo).port}`;
+    try {
+      const ctx = engineContext({}, { retry: { attempts: 2, baseDelayMs: 1, maxDelayMs: 1 }, timeouts: { headersMs: 300, bodyMs: 300 } });
+      const result = await readAll(connectorSpec(url), endpointSpec('/x', offset()), ctx);
+      expect(result.error).toBeInstanceOf(UpstreamNetworkError);
+      expect(result.error?.message).toBe('upstream could not be reached after 2 attempt(s): timeout: no response within 300 ms (svc.connectors.http.headers-timeout)');
+      expect(requests).toBe(2);
+      const report = await firstPage(connectorSpec(url), endpointSpec('/x', offset()), ctx);
+      expect(report.verdict).toBe('upstream could not be reached after 1 attempt(s): timeout: no response within 300 ms (svc.connectors.http.headers-timeout)');
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => raw.close(resolve));
+    }
+  }, 10_000);
+
   it('a 2xx body that is not JSON fails the run, quoting it', async () => {
     const result = await readAll(connectorSpec(source.url), endpointSpec('/html/partners', offset()), engineContext());
     expect(result.error).toBeInstanceOf(UnreadableResponseError);
