@@ -39,6 +39,11 @@ export function describeNetworkError(err: unknown, context: NetworkErrorContext 
     case 'ABORT_ERR':
       return 'aborted: the process is stopping';
   }
+  // An OpenSSL error (an https target whose server speaks plain HTTP: `wrong version number`): its
+  // message is OpenSSL's error line, the process's thread id first and a source path of Node's own
+  // build last, so it differed at every attempt; its reason alone says what failed.
+  const reason = (err as { reason?: unknown }).reason;
+  if (code?.startsWith('ERR_SSL_') && typeof reason === 'string' && reason) return `${code}: TLS failed: ${reason}`;
   let message = typeof e.message === 'string' ? e.message : '';
   // Node 20's happy-eyeballs connect reports an AggregateError (empty message) of per-address failures.
   if (!message && Array.isArray(e.errors) && e.errors.length > 0) return describeNetworkError(e.errors[0], context);

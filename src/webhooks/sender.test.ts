@@ -257,6 +257,14 @@ describe('WebhookSender', () => {
     expect(outcome.error).toMatch(/ECONNREFUSED/);
   });
 
+  it('an https target whose server does not speak TLS (a plain HTTP port): the TLS failure in words, the same text at every attempt, none of OpenSSL\'s internals', async () => {
+    const plain = base.replace('http:', 'https:');
+    const first = await withSender((s) => s.send(`${plain}/ok`, {}, '{}'));
+    const second = await withSender((s) => s.send(`${plain}/ok`, {}, '{}'));
+    expect(first).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: 'ERR_SSL_WRONG_VERSION_NUMBER: TLS failed: wrong version number' });
+    expect(second.error).toBe(first.error);
+  });
+
   it('a destination the outbound address policy refuses: its message, nothing sent', async () => {
     const before = seen.length;
     const outcome = await withSender((s) => s.send(`${base}/ok`, {}, '{}'), { egress: new EgressPolicy({ denyPrivate: true }) });
