@@ -35,6 +35,12 @@ export function describeNetworkError(err: unknown, context: NetworkErrorContext 
       if (e.message === 'bad response') return 'bad response: an interim 100 Continue answer the request did not ask for (no Expect: 100-continue was sent); the connection was dropped';
       if (e.message === 'bad upgrade') return 'bad response: a 101 Switching Protocols answer to a request that asked for no upgrade; the connection was dropped';
       return `connection closed by the other side${typeof e.cause?.message === 'string' && e.cause.message ? ` (${e.cause.message})` : ''}`;
+    case 'ERR_ASSERTION':
+      // undici's own assertions on what its parser let through (a status line `HTTP/1.1 099`): the
+      // answer is refused and its connection dropped; the assertion's text names undici's internals.
+      return /statusCode >= 100/.test(String(e.message))
+        ? 'bad response: not HTTP (a status below 100); the connection was dropped'
+        : 'bad response: the HTTP client could not read the answer; the connection was dropped';
     case 'UND_ERR_ABORTED':
     case 'ABORT_ERR':
       return 'aborted: the process is stopping';

@@ -74,6 +74,8 @@ beforeAll(async () => {
   // Interim or upgrade answers the request never asked for; the connection stays open on this side.
   routes.set('/continue', (_req, res) => res.socket?.write('HTTP/1.1 100 Continue\r\n\r\n'));
   routes.set('/upgrade', (_req, res) => res.socket?.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n'));
+  // A status line of three digits below 100: llhttp reads it, undici's own assertion refuses it.
+  routes.set('/status-099', (_req, res) => res.socket?.end('HTTP/1.1 099 Early\r\nContent-Length: 2\r\n\r\nok'));
 });
 
 afterAll(async () => {
@@ -245,6 +247,11 @@ describe('WebhookSender', () => {
       expect(upgraded).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: expect.stringMatching(/^bad response: .*101 Switching Protocols/) });
       for (const outcome of [continued, upgraded]) expect(outcome.error).not.toMatch(/closed by the other side/);
     });
+  });
+
+  it('a status below 100 (099): a bad response saying so, not the HTTP client\'s failed assertion', async () => {
+    const outcome = await withSender((s) => s.send(`${base}/status-099`, {}, '{}'));
+    expect(outcome).toMatchObject({ ok: false, httpStatus: null, responseBody: null, error: 'bad response: not HTTP (a status below 100); the connection was dropped' });
   });
 
   it('a refused connection: an error naming it, never a throw', async () => {
