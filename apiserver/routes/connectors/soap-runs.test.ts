@@ -142,6 +142,36 @@ describe('the eight demo SOAP services, from examples/', () => {
     const draft = await fetch(`${hub.url}/api/connectors/demo-soap-siebel/draft`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/json' }, body: '{"path":"/siebel/start.swe"}' });
     expect(draft.status).toBe(400);
   });
+
+  it('a body or session header that would not be well-formed XML as sent is a 400 naming it, at validate and apply', async () => {
+    const siebel = example('siebel');
+    const session = example('session');
+    const body = '<ns:QueryPartners xmlns:ns="urn:demo:siebel:partners"><ns:PageSize>{{page_size}}</ns:PageSize><ns:StartRowNum>{{start_row}}</ns:StartRowNum></ns:QueryPartners>';
+    expect(siebel).toContain(body);
+    const withBody = (text: string) => siebel.replace(body, text);
+    for (const [broken, field, reason] of [
+      // Unclosed, a bare ampersand, a prefix no declaration binds, a placeholder where a name goes, no element at all.
+      [withBody(body.replace('</ns:QueryPartners>', '')), 'spec.endpoints[0].soap.body', 'unclosed tag: ns:QueryPartners'],
+      [withBody(body.replace('{{start_row}}', 'a & b')), 'spec.endpoints[0].soap.body', 'soap.body must be well-formed XML'],
+      [withBody(body.replace(' xmlns:ns="urn:demo:siebel:partners"', '')), 'spec.endpoints[0].soap.body', 'unbound namespace prefix: "ns"'],
+      [withBody('<{{page_size}}/>'), 'spec.endpoints[0].soap.body', 'soap.body must be well-formed XML'],
+      [withBody('PageSize={{page_size}}'), 'spec.endpoints[0].soap.body', 'text outside an element'],
+      [session.replace('</ns:SessionToken>', '</ns:Session>'), 'spec.endpoints[0].soap.session.header', 'soap.session.header must be well-formed XML'],
+    ]) {
+      const refused = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: broken });
+      expect(refused.status).toBe(400);
+      const answer = (await refused.json()) as { field: string; error: string };
+      expect(answer.field).toBe(field);
+      expect(answer.error).toContain(reason);
+      const checked = await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: broken });
+      expect(((await checked.json()) as { errors: unknown[] }).errors).toEqual([{ field, message: answer.error }]);
+    }
+    // Placeholders in text and in attribute values, several elements, the envelope's own prefix: sent as they are.
+    for (const fine of ['<q:Q xmlns:q="urn:q" size="{{page_size}}">{{start_row}} &amp; {{other}}</q:Q>', '<A/> <B>{{page_size}}</B>', '<soap:Q>{{page_size}}</soap:Q>']) {
+      const valid = await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: withBody(fine) });
+      expect(((await valid.json()) as { errors: unknown[] }).errors).toEqual([]);
+    }
+  });
 });
 
 describe('broken answers through a run', () => {

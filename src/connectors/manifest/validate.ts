@@ -10,6 +10,7 @@ import type { Auth, ConnectorSpec, ConnectorType, SoapCall, EndpointSpec, Header
 import { type EgressPolicy, unconnectablePort } from '../../egress/policy.js';
 import { type Issue, joinField } from '../../validation/schema-errors.js';
 import { cappedIssues, compiledOnce, Issues, isObject, type Json, manifestObject, schemaError } from '../../manifests/checking.js';
+import { templateProblem } from '../soap/envelope.js';
 import { isPreset, PRESET_NAMES, PRESETS } from './presets.js';
 import { connectorManifestSchema, PAGINATION_KINDS, SPEC_KEYS, STRATEGIES } from './schema.js';
 
@@ -661,6 +662,16 @@ function normaliseSoapEndpoint(e: RawEndpoint, at: string, errors: Issues, warni
   }
   const session = raw?.session as SoapCall['session'] | undefined;
   if (session && !session.header.includes('{{token}}')) errors.add(`${at}.soap.session.header`, `${at}.soap.session.header must carry {{token}} where the session token goes`);
+  // Sent as written (placeholders filled) inside the envelope: XML that is not well-formed would be accepted here
+  // and fail every run, or reach the service as garbage.
+  const version = (raw?.version as SoapCall['version'] | undefined) ?? '1.1';
+  for (const [field, text, part, names] of [
+    ['body', raw?.body, 'Body, {{page_size}} and {{start_row}} filled', ['page_size', 'start_row']],
+    ['session.header', session?.header, 'Header, {{token}} filled', ['token']],
+  ] as const) {
+    const problem = typeof text === 'string' ? templateProblem(text, names, version) : undefined;
+    if (problem) errors.add(`${at}.soap.${field}`, `${at}.soap.${field} must be well-formed XML holding an element, every prefix declared, as it is sent inside the SOAP ${part}: ${problem}`);
+  }
   const target = normaliseTarget(e.target, `${at}.target`, errors, soapFieldPath);
   if (!raw || !pagination || !target || e.path === undefined || errors.count) return undefined;
 

@@ -1,3 +1,4 @@
+import { SaxesParser } from 'saxes';
 import type { SoapCall } from '../types.js';
 import { descendants, firstDescendant, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooLargeError, XmlTooWideError } from './xml.js';
 
@@ -50,6 +51,50 @@ export function soapEnvelope(call: SoapCall, paging: { pageSize: number; startRo
   const header = call.session && token !== undefined ? `<soap:Header>${fillTemplate(call.session.header, { token })}</soap:Header>` : '';
   const body = fillTemplate(call.body, { page_size: String(paging.pageSize), start_row: String(paging.startRow) });
   return `<?xml version="1.0" encoding="UTF-8"?>\n<soap:Envelope xmlns:soap="${ns}">${header}<soap:Body>${body}</soap:Body></soap:Envelope>`;
+}
+
+/** Longest part of a refusal that quotes the text (a tag's name may be as long as the body). */
+const MAX_PROBLEM_CHARS = 300;
+
+/**
+ * What is wrong with a SOAP body or session header template as soapEnvelope sends it, or undefined. The
+ * text is read as the content of the Body (or Header) it is sent in: its `{{name}}` placeholders filled
+ * (`names`; each by as many digits as the placeholder has characters, so that a line and column are those
+ * of the text as written), the envelope's own `soap` prefix in scope. It must be well-formed XML with
+ * every prefix it uses declared (a namespace-aware service refuses anything else), no DOCTYPE, and hold
+ * at least one element, with only white space outside its elements. A placeholder the engine does not
+ * fill is text like any other.
+ */
+export function templateProblem(template: string, names: readonly string[], version: SoapCall['version']): string | undefined {
+  let text = template;
+  for (const name of names) text = text.split(`{{${name}}}`).join('0'.repeat(name.length + 4));
+  const parser = new SaxesParser({ xmlns: true, fragment: true, position: true, additionalNamespaces: { soap: ENVELOPE_NS[version] } });
+  let depth = 0;
+  let elements = 0;
+  const stop = (problem: string): never => {
+    throw new SoapEnvelopeError(problem.length > MAX_PROBLEM_CHARS ? `${problem.slice(0, MAX_PROBLEM_CHARS)}…` : problem);
+  };
+  parser.on('error', (err) => stop(err.message));
+  parser.on('doctype', () => stop(`${parser.line}:${parser.column}: a DOCTYPE is not accepted`));
+  parser.on('opentag', () => {
+    depth++;
+    elements++;
+  });
+  parser.on('closetag', () => {
+    depth--;
+  });
+  const outside = (chunk: string) => {
+    if (depth === 0 && chunk.trim() !== '') stop(`${parser.line}:${parser.column}: text outside an element`);
+  };
+  parser.on('text', outside);
+  parser.on('cdata', outside);
+  try {
+    parser.write(text).close();
+  } catch (err) {
+    if (err instanceof SoapEnvelopeError) return err.message;
+    throw err;
+  }
+  return elements === 0 ? 'it holds no XML element' : undefined;
 }
 
 /** A parsed answer: its records (as JSON), the stop flag's text if present, or its Fault. */
