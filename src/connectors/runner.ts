@@ -17,7 +17,7 @@ import { type ExtSchema, publicTableMessage, tableRegclassSql, tenantTableText }
 import { SlotWithdrawn, slotWithdrawn } from './schedule.js';
 import { registerTargetTable } from './target/register.js';
 import { queryFirst as readPath, TooDeepForPath } from './jsonpath.js';
-import { externalIdOf, type PreparedRow, prepareRow, unstorableRow } from './target/rows.js';
+import { externalIdOf, missingKeyReason, type PreparedRow, prepareRow, unstorableRow } from './target/rows.js';
 import { ISO_DATE_START, parseIsoTimestamp } from './target/timestamp.js';
 import { inKeyOrder, isKeyConflict, upsertChanged, upsertChunk, upsertChunkThen, type WriteOptions } from './target/writer.js';
 import { isDatabaseUnavailable, isOutOfResources } from '../db/unavailable.js';
@@ -746,7 +746,7 @@ export class ConnectorRunner {
       if (row.externalId === undefined) {
         losses.push({
           skipReason: 'missing_key',
-          errorMessage: `unique_key ${endpoint.target.unique_key} resolves to nothing; the row cannot be stored`,
+          errorMessage: missingKeyReason(row.data, endpoint.target.unique_key, endpoint.soap !== undefined),
           payload: row.data,
           skipDetail: { unique_key: endpoint.target.unique_key, table: endpoint.target.table },
         });

@@ -210,6 +210,16 @@ describe('broken answers through a run', () => {
     expect(letters.map((l) => l.skipReason)).toEqual(['missing_key']);
   });
 
+  it('a record whose key element appears twice is dead-lettered saying so, the others stored', async () => {
+    const twice = `<r:Partner><r:id>2</r:id><r:id>20</r:id><r:name>Bea</r:name></r:Partner>`;
+    const result = await runStub('soap-twokeys', envelope(partner('1', 'Ann') + twice + partner('3', 'Carl')));
+    expect(result).toMatchObject({ status: 'Completed', recordsIn: 3, recordsOut: 2, recordsSkipped: 1, deadLetterCount: 1 });
+    const letters = (await (await fetch(`${hub.url}/api/platform/dlq?run=${result.id}`, { headers: H })).json()) as Array<{ skipReason: string; errorMessage: string }>;
+    expect(letters).toHaveLength(1);
+    expect(letters[0]!.errorMessage).toBe('unique_key $.id: the key element appears 2 times in the record, and a record needs exactly one; the row cannot be stored');
+    expect(letters[0]!.errorMessage).not.toContain('resolves to nothing');
+  });
+
   it.each([
     ['soap-lol', `<!DOCTYPE l [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">]>${envelope(partner('1', '&b;'))}`, 'a DOCTYPE is not accepted'],
     ['soap-xxe', `<!DOCTYPE l [<!ENTITY f SYSTEM "file:///etc/passwd">]>${envelope(partner('1', '&f;'))}`, 'a DOCTYPE is not accepted'],

@@ -5,7 +5,7 @@ import { ExactNumber, parseJsonExact } from '../engine/exact-json.js';
 import { flatten } from '../runs/rows.js';
 import { maxOf } from '../runner.js';
 import type { Target } from '../types.js';
-import { canonicalJson, prepareRow, rowHash } from './rows.js';
+import { canonicalJson, missingKeyReason, prepareRow, rowHash } from './rows.js';
 import { cutDeeperThan, depthOf, toStorable } from '../../validation/input-limits.js';
 
 const target: Target = {
@@ -143,6 +143,21 @@ describe('preparing rows for ext.* tables', () => {
       expect([text, row(null, text).promoted.seen]).toEqual([text, null]);
       expect(row(null, text).rejects).toEqual([{ column: 'seen', value: text, reason: 'timestamptz: not a timestamp (ISO 8601, or an RFC 5322 date with its zone)' }]);
     }
+  });
+});
+
+describe('why a record has no key (its missing_key dead letter)', () => {
+  it('says what the key is when it is there but is not one value; "resolves to nothing" only when it is not there', () => {
+    // A SOAP key element written twice reads as an array of its texts.
+    expect(missingKeyReason({ id: ['2', '20'], name: 'Bea' }, '$.id', true)).toBe(
+      'unique_key $.id: the key element appears 2 times in the record, and a record needs exactly one; the row cannot be stored',
+    );
+    expect(missingKeyReason({ id: { '@type': 'x', '#text': '2' } }, '$.id', true)).toBe('unique_key $.id: the key element has attributes or children, not just a text; the row cannot be stored');
+    expect(missingKeyReason({ id: [1, 2] }, '$.id', false)).toBe('unique_key $.id is an array, not one value; the row cannot be stored');
+    expect(missingKeyReason({ id: { a: 1 } }, '$.id', false)).toBe('unique_key $.id is an object, not one value; the row cannot be stored');
+    expect(missingKeyReason({ id: '' }, '$.id', false)).toBe('unique_key $.id is empty; the row cannot be stored');
+    expect(missingKeyReason({ id: null }, '$.id', false)).toBe('unique_key $.id is null; the row cannot be stored');
+    expect(missingKeyReason({ name: 'x' }, '$.id', true)).toBe('unique_key $.id resolves to nothing; the row cannot be stored');
   });
 });
 

@@ -138,6 +138,21 @@ export function externalIdOf(item: unknown, uniqueKey: string): string | undefin
   return key === undefined || key === null || key === '' || (typeof key === 'object' && !(key instanceof ExactNumber)) ? undefined : String(key);
 }
 
+/**
+ * Why externalIdOf found no key in a record, as its `missing_key` dead letter says: not there, or there but not one
+ * value. A SOAP record (`soap`) is a projection of XML: a key element written more than once reads as an array of its
+ * texts, one with attributes or children as an object. Only for records without a key (never on the rows' path).
+ */
+export function missingKeyReason(item: unknown, uniqueKey: string, soap: boolean): string {
+  const key = readPath(item, uniqueKey);
+  let why = ' resolves to nothing';
+  if (Array.isArray(key)) why = soap ? `: the key element appears ${key.length} times in the record, and a record needs exactly one` : ' is an array, not one value';
+  else if (key === null) why = ' is null';
+  else if (key === '') why = ' is empty';
+  else if (typeof key === 'object' && key !== undefined) why = soap ? ': the key element has attributes or children, not just a text' : ' is an object, not one value';
+  return `unique_key ${uniqueKey}${why}; the row cannot be stored`;
+}
+
 export function prepareRow(item: unknown, target: Target): PreparedRow {
   // First, so that a record too deep to store is never walked further (a JSONPath with `..`, a
   // promoted object's text): it is dead-lettered as it is.
