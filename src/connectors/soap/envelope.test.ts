@@ -30,6 +30,16 @@ describe('readAnswer and faultOf', () => {
     expect(faultOf(`<s:Envelope><s:Body><s:Fault><faultcode>s:Client</faultcode><faultstring></faultstring>${'<Text '.repeat(5)}`)).toBe('fault without a reason');
   });
 
+  it('names by local name only, as docs/connectors.md "Namespaces" states: no URI tells elements apart, an undeclared prefix is read', async () => {
+    // Both readers (the plain one, and saxes for a document with a comment) read it alike.
+    for (const extra of ['', '<!-- c -->']) {
+      const text = `<e:Envelope xmlns:e="urn:not-soap"><e:Body>${extra}<x:Out><a:Partner xmlns:a="urn:a" xmlns:b="urn:b" a:code="1" b:code="2"><a:id>1</a:id><b:id>2</b:id><q:Partner><id>9</id></q:Partner></a:Partner><z:Partner><id>3</id></z:Partner><r:Fault xmlns:r="urn:r"/></x:Out></e:Body></e:Envelope>`;
+      expect(await readAnswer(text, { records: 'Partner' })).toEqual({ records: [{ '@code': '2', id: ['1', '2'], Partner: { id: '9' } }, { id: '3' }] });
+    }
+    // A Fault directly in the Body is one whatever its namespace.
+    expect(await readAnswer('<Envelope><Body><r:Fault xmlns:r="urn:r"><faultstring>f</faultstring></r:Fault></Body></Envelope>', call)).toEqual({ records: [], fault: 'f' });
+  });
+
   it('refuses what is not a SOAP envelope, saying why', async () => {
     await expect(readAnswer('<r><a></r>', call)).rejects.toThrow(/^the body is not well-formed XML \(1:\d+: /);
     await expect(readAnswer('<Other/>', call)).rejects.toThrow('the body is XML but not a SOAP envelope (root element Other)');
