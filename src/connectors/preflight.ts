@@ -1,7 +1,7 @@
 import { firstPage } from './engine/read.js';
 import type { EngineContext } from './engine/read.js';
 import { TooDeepForPath } from './jsonpath.js';
-import { externalIdOf, prepareRow, unstorableRow } from './target/rows.js';
+import { externalIdOf, keyProblem, missingKeyReason, prepareRow, unstorableRow } from './target/rows.js';
 import { cutDeeperThan, MAX_JSON_DEPTH } from '../validation/input-limits.js';
 import type { ConnectorSpec, EndpointSpec } from './types.js';
 
@@ -54,32 +54,41 @@ export async function preflight(connector: ConnectorSpec, context: (connector: C
 
 /**
  * What the records of the first answer say of the endpoint's `unique_key` (read as a run reads it):
- * a verdict when it resolves to nothing in every one (the run would store no row), a warning when
- * it does in some.
+ * a verdict when it gives no key in any (the run would store no row), a warning when it does in some.
+ * It "resolves to nothing" when none of those records has it; when some have it but not as one value
+ * (a SOAP key element written twice), the first of them is named with the reason its dead letter gives.
  */
 function keyCheck(endpoint: EndpointSpec, items: unknown[]): { verdict?: string; warning?: string } {
   const key = endpoint.target.unique_key;
-  const missing = items.filter((item) => keyOf(item, key) === undefined).length;
+  const soap = endpoint.soap !== undefined;
+  let missing = 0;
+  let named = '';
+  items.forEach((item, i) => {
+    if (asRunReads(item, (read) => externalIdOf(read, key)) !== undefined) return;
+    missing++;
+    if (named === '' && asRunReads(item, (read) => keyProblem(read, key, soap)) !== undefined) named = ` (record ${i + 1}: ${asRunReads(item, (read) => missingKeyReason(read, key, soap))})`;
+  });
   if (missing === 0) return {};
+  const gives = named === '' ? 'resolves to nothing in' : 'gives no key in';
   if (missing === items.length) {
     return {
-      verdict: `unique_key ${key} resolves to nothing in ${items.length === 1 ? 'the one record' : `all ${items.length} records`} read: a run would dead-letter every row (missing_key) and store none; fix target.unique_key`,
+      verdict: `unique_key ${key} ${gives} ${items.length === 1 ? 'the one record' : `all ${items.length} records`} read${named}: a run would dead-letter every row (missing_key) and store none; fix target.unique_key`,
     };
   }
-  return { warning: `unique_key ${key} resolves to nothing in ${missing} of the ${items.length} records read: a run dead-letters those rows (missing_key)` };
+  return { warning: `unique_key ${key} ${gives} ${missing} of the ${items.length} records read${named}: a run dead-letters those rows (missing_key)` };
 }
 
 /**
- * A record's key as a run reads it. A key path searching at any depth (..) is not run over a record
- * nesting past its limit: a run dead-letters such a record (unstorable, deeper than MAX_JSON_DEPTH)
- * with the key read from the levels it keeps, and so is it read here.
+ * What `read` finds in a record as a run reads it. A key path searching at any depth (..) is not run over a record
+ * nesting past its limit: a run dead-letters such a record (unstorable, deeper than MAX_JSON_DEPTH) with the key
+ * read from the levels it keeps, and so is it read here.
  */
-function keyOf(item: unknown, key: string): string | undefined {
+function asRunReads<T>(item: unknown, read: (item: unknown) => T): T {
   try {
-    return externalIdOf(item, key);
+    return read(item);
   } catch (err) {
     if (!(err instanceof TooDeepForPath)) throw err;
-    return externalIdOf(cutDeeperThan(item, MAX_JSON_DEPTH, {}), key);
+    return read(cutDeeperThan(item, MAX_JSON_DEPTH, {}));
   }
 }
 

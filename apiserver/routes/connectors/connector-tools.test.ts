@@ -205,7 +205,13 @@ describe('pre-flight', () => {
       items: 2,
       verdict: 'unique_key $.nope resolves to nothing in all 2 records read: a run would dead-letter every row (missing_key) and store none; fix target.unique_key',
     });
-    expect(byId.mixed).toMatchObject({ status: 200, items: 3, verdict: 'ok', warnings: ['unique_key $.id resolves to nothing in 2 of the 3 records read: a run dead-letters those rows (missing_key)'] });
+    // Record 2 has no id, record 3 an empty one: the first record whose key is there but no key is named.
+    expect(byId.mixed).toMatchObject({
+      status: 200,
+      items: 3,
+      verdict: 'ok',
+      warnings: ['unique_key $.id gives no key in 2 of the 3 records read (record 3: unique_key $.id is empty; the row cannot be stored): a run dead-letters those rows (missing_key)'],
+    });
     expect(report.ok).toBe(false);
   });
 

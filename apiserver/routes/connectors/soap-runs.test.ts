@@ -218,6 +218,13 @@ describe('broken answers through a run', () => {
     expect(letters).toHaveLength(1);
     expect(letters[0]!.errorMessage).toBe('unique_key $.id: the key element appears 2 times in the record, and a record needs exactly one; the row cannot be stored');
     expect(letters[0]!.errorMessage).not.toContain('resolves to nothing');
+    // The pre-flight names it the same way.
+    const preflight = await fetch(`${hub.url}/api/connectors/soap-twokeys/preflight`, { method: 'POST', headers: H });
+    const report = (await preflight.json()) as { endpoints: Array<{ verdict: string; warnings?: string[] }> };
+    expect(report.endpoints[0]).toMatchObject({
+      verdict: 'ok',
+      warnings: [`unique_key $.id gives no key in 1 of the 3 records read (record 2: ${letters[0]!.errorMessage}): a run dead-letters those rows (missing_key)`],
+    });
   });
 
   it.each([

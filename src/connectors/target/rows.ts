@@ -139,18 +139,23 @@ export function externalIdOf(item: unknown, uniqueKey: string): string | undefin
 }
 
 /**
- * Why externalIdOf found no key in a record, as its `missing_key` dead letter says: not there, or there but not one
- * value. A SOAP record (`soap`) is a projection of XML: a key element written more than once reads as an array of its
- * texts, one with attributes or children as an object. Only for records without a key (never on the rows' path).
+ * What is wrong with a record's key when externalIdOf finds none but it is there, as its `missing_key` dead letter
+ * says it; undefined when it is not there. A SOAP record (`soap`) is a projection of XML: a key element written more
+ * than once reads as an array of its texts, one with attributes or children as an object. Only for records without
+ * a key (never on the rows' path).
  */
-export function missingKeyReason(item: unknown, uniqueKey: string, soap: boolean): string {
+export function keyProblem(item: unknown, uniqueKey: string, soap: boolean): string | undefined {
   const key = readPath(item, uniqueKey);
-  let why = ' resolves to nothing';
-  if (Array.isArray(key)) why = soap ? `: the key element appears ${key.length} times in the record, and a record needs exactly one` : ' is an array, not one value';
-  else if (key === null) why = ' is null';
-  else if (key === '') why = ' is empty';
-  else if (typeof key === 'object' && key !== undefined) why = soap ? ': the key element has attributes or children, not just a text' : ' is an object, not one value';
-  return `unique_key ${uniqueKey}${why}; the row cannot be stored`;
+  if (Array.isArray(key)) return soap ? `unique_key ${uniqueKey}: the key element appears ${key.length} times in the record, and a record needs exactly one` : `unique_key ${uniqueKey} is an array, not one value`;
+  if (key === null) return `unique_key ${uniqueKey} is null`;
+  if (key === '') return `unique_key ${uniqueKey} is empty`;
+  if (typeof key === 'object') return soap ? `unique_key ${uniqueKey}: the key element has attributes or children, not just a text` : `unique_key ${uniqueKey} is an object, not one value`;
+  return undefined;
+}
+
+/** The reason a record without a key (externalIdOf undefined) is dead-lettered `missing_key` for. */
+export function missingKeyReason(item: unknown, uniqueKey: string, soap: boolean): string {
+  return `${keyProblem(item, uniqueKey, soap) ?? `unique_key ${uniqueKey} resolves to nothing`}; the row cannot be stored`;
 }
 
 export function prepareRow(item: unknown, target: Target): PreparedRow {
