@@ -122,6 +122,23 @@ describe('the eight demo SOAP services, from examples/', () => {
     );
   });
 
+  it('a placeholder the engine does not fill is a warning naming it (sent as written), at validate and apply', async () => {
+    const typo = example('siebel').replace('{{start_row}}', '{{startrow}}').replace('name: demo-soap-siebel', 'name: soap-typo');
+    const message =
+      'spec.endpoints[0].soap.body holds {{startrow}}, which is not filled (a SOAP body fills {{page_size}} and {{start_row}} only): it is sent as written';
+    const checked = await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: typo });
+    expect(await checked.json()).toMatchObject({ errors: [], warnings: [{ field: 'spec.endpoints[0].soap.body', message }] });
+    const applied = await fetch(`${hub.url}/api/connectors/apply`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: typo });
+    expect(applied.status).toBe(201);
+    expect(((await applied.json()) as { warnings: unknown[] }).warnings).toEqual([{ field: 'spec.endpoints[0].soap.body', message }]);
+    const header = example('session').replace('{{token}}</ns:SessionToken>', '{{token}}<ns:User>{{user}}</ns:User></ns:SessionToken>').replace('name: demo-soap-session', 'name: soap-typo-header');
+    const headerChecked = await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: header });
+    expect(await headerChecked.json()).toMatchObject({
+      errors: [],
+      warnings: [{ field: 'spec.endpoints[0].soap.session.header', message: 'spec.endpoints[0].soap.session.header holds {{user}}, which is not filled (a SOAP session header fills {{token}} only): it is sent as written' }],
+    });
+  });
+
   it('validate and pre-flight work for soap-generic; a wrong field is a 400 naming it', async () => {
     const valid = await fetch(`${hub.url}/api/connectors/validate`, { method: 'POST', headers: { ...H, 'Content-Type': 'application/yaml' }, body: example('siebel') });
     expect(valid.status).toBe(200);

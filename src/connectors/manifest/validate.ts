@@ -628,6 +628,18 @@ function normaliseEndpoint(e: RawEndpoint, at: string, graphqlPath: string, erro
   return out;
 }
 
+/** A `{{…}}` placeholder of a SOAP text (an `{{env:NAME}}` template is refused on its own). */
+const PLACEHOLDER = /\{\{([^{}]{0,200})\}\}/g;
+
+/** The distinct placeholders of a SOAP text that the engine does not fill (not one of `names`), as written. */
+function unfilledPlaceholders(text: string, names: readonly string[]): string[] {
+  const found = new Set<string>();
+  for (const [whole, name] of text.matchAll(PLACEHOLDER)) {
+    if (!names.includes(name!) && !/^\s*env:/.test(name!)) found.add(whole);
+  }
+  return [...found];
+}
+
 /** Fields a SOAP endpoint has no use for: the envelope is the request. */
 const NOT_SOAP = ['method', 'kind', 'query', 'variables', 'body'] as const;
 
@@ -665,12 +677,19 @@ function normaliseSoapEndpoint(e: RawEndpoint, at: string, errors: Issues, warni
   // Sent as written (placeholders filled) inside the envelope: XML that is not well-formed would be accepted here
   // and fail every run, or reach the service as garbage.
   const version = (raw?.version as SoapCall['version'] | undefined) ?? '1.1';
-  for (const [field, text, part, names] of [
-    ['body', raw?.body, 'Body, {{page_size}} and {{start_row}} filled', ['page_size', 'start_row']],
-    ['session.header', session?.header, 'Header, {{token}} filled', ['token']],
+  for (const [field, text, part, names, fills] of [
+    ['body', raw?.body, 'Body, {{page_size}} and {{start_row}} filled', ['page_size', 'start_row'], 'a SOAP body fills {{page_size}} and {{start_row}} only'],
+    ['session.header', session?.header, 'Header, {{token}} filled', ['token'], 'a SOAP session header fills {{token}} only'],
   ] as const) {
-    const problem = typeof text === 'string' ? templateProblem(text, names, version) : undefined;
+    if (typeof text !== 'string') continue;
+    const problem = templateProblem(text, names, version);
     if (problem) errors.add(`${at}.soap.${field}`, `${at}.soap.${field} must be well-formed XML holding an element, every prefix declared, as it is sent inside the SOAP ${part}: ${problem}`);
+    // A placeholder of another name (a typo, {{ page_size }} with spaces) is sent as written: a {{start_row}} mistyped reads the first page again and again.
+    const unfilled = unfilledPlaceholders(text, names);
+    if (unfilled.length > 0) {
+      const listed = unfilled.length > 3 ? `${unfilled.slice(0, 3).join(', ')}, …` : unfilled.join(', ');
+      warnings.push({ field: `${at}.soap.${field}`, message: `${at}.soap.${field} holds ${listed}, which ${unfilled.length === 1 ? 'is' : 'are'} not filled (${fills}): it is sent as written` });
+    }
   }
   const target = normaliseTarget(e.target, `${at}.target`, errors, soapFieldPath);
   if (!raw || !pagination || !target || e.path === undefined || errors.count) return undefined;
