@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { leastCpuMs } from '../../../test/harness/cpu-cost.js';
-import { faultOf, readAnswer, SoapEnvelopeError } from './envelope.js';
+import { faultOf, readAnswer, SoapEnvelopeError, templateProblem } from './envelope.js';
 
 /** What an answer says (src/connectors/soap/envelope.ts), and what a page may not be. */
 const envelope = (inner: string) => `<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Body>${inner}</s:Body></s:Envelope>`;
@@ -38,6 +38,17 @@ describe('readAnswer and faultOf', () => {
     }
     // A Fault directly in the Body is one whatever its namespace.
     expect(await readAnswer('<Envelope><Body><r:Fault xmlns:r="urn:r"><faultstring>f</faultstring></r:Fault></Body></Envelope>', call)).toEqual({ records: [], fault: 'f' });
+  });
+
+  it('templateProblem: an & that starts no reference is named where it is (not in CDATA, a comment or a PI), a deep body refused at the bound', () => {
+    const paging = ['page_size', 'start_row'];
+    expect(templateProblem('<Q>\n  <R>AT&T {{page_size}}</R></Q>', paging, '1.1')).toBe('2:8: an & that starts no entity or character reference (write &amp; for the character)');
+    expect(templateProblem('<Q a="&amp;&#38;&#x26;"><![CDATA[a & b]]><!-- x & y --><?p a & b?>{{start_row}}</Q>', paging, '1.1')).toBeUndefined();
+    // saxes resolves each prefix up the open elements: a body of 33,000 open elements took 25 s.
+    const started = performance.now();
+    expect(templateProblem(`<a>${'<b>'.repeat(33_000)}`, paging, '1.2')).toMatch(/^1:\d+: elements nest deeper than 64 levels$/);
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(templateProblem(`${'<b>'.repeat(64)}${'</b>'.repeat(64)}`, paging, '1.2')).toBeUndefined();
   });
 
   it('refuses what is not a SOAP envelope, saying why', async () => {

@@ -1,6 +1,6 @@
 import { SaxesParser } from 'saxes';
 import type { SoapCall } from '../types.js';
-import { descendants, firstDescendant, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooLargeError, XmlTooWideError } from './xml.js';
+import { descendants, firstDescendant, MAX_XML_DEPTH, parseXml, parseXmlSync, toJson, XmlError, type XmlElement, type XmlLimits, XmlTooLargeError, XmlTooWideError } from './xml.js';
 
 /**
  * SOAP 1.1 and 1.2 on the wire: the envelope a page request sends, and what an answer says (its
@@ -68,6 +68,9 @@ const MAX_PROBLEM_CHARS = 300;
 export function templateProblem(template: string, names: readonly string[], version: SoapCall['version']): string | undefined {
   let text = template;
   for (const name of names) text = text.split(`{{${name}}}`).join('0'.repeat(name.length + 4));
+  // saxes reads past an & that starts no reference to the next `;` and blames what follows (`unclosed tag`): named here.
+  const bare = bareAmpersand(text);
+  if (bare !== undefined) return `${bare}: an & that starts no entity or character reference (write &amp; for the character)`;
   const parser = new SaxesParser({ xmlns: true, fragment: true, position: true, additionalNamespaces: { soap: ENVELOPE_NS[version] } });
   let depth = 0;
   let elements = 0;
@@ -77,7 +80,8 @@ export function templateProblem(template: string, names: readonly string[], vers
   parser.on('error', (err) => stop(err.message));
   parser.on('doctype', () => stop(`${parser.line}:${parser.column}: a DOCTYPE is not accepted`));
   parser.on('opentag', () => {
-    depth++;
+    // As deep as an answer may nest (saxes resolves each prefix up the open elements: 33,000 levels took 25 s).
+    if (++depth > MAX_XML_DEPTH) stop(`${parser.line}:${parser.column}: elements nest deeper than ${MAX_XML_DEPTH} levels`);
     elements++;
   });
   parser.on('closetag', () => {
@@ -95,6 +99,48 @@ export function templateProblem(template: string, names: readonly string[], vers
     throw err;
   }
   return elements === 0 ? 'it holds no XML element' : undefined;
+}
+
+/** The rest of a reference after its `&`: an entity name or a character reference, and its `;`. */
+const REFERENCE = /(?:[A-Za-z_:][A-Za-z0-9_:.-]*|#[0-9]+|#x[0-9A-Fa-f]+);/y;
+/** Sections an & is text in, by their start and end. */
+const LITERAL_SECTIONS: ReadonlyArray<readonly [string, string]> = [
+  ['<![CDATA[', ']]>'],
+  ['<!--', '-->'],
+  ['<?', '?>'],
+];
+
+/**
+ * The line and column (`2:5`) of the first & that starts no reference, outside CDATA sections, comments and
+ * processing instructions, or undefined. One pass: a section is skipped to its end, and one without an end ends the
+ * search (saxes says what is wrong with it).
+ */
+function bareAmpersand(text: string): string | undefined {
+  let line = 1;
+  let lineStart = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x0a) {
+      line++;
+      lineStart = i + 1;
+    } else if (c === 0x3c) {
+      const section = LITERAL_SECTIONS.find(([start]) => text.startsWith(start, i));
+      if (section === undefined) continue;
+      const end = text.indexOf(section[1], i + section[0].length);
+      if (end < 0) return undefined;
+      for (let j = i; j < end; j++) {
+        if (text.charCodeAt(j) === 0x0a) {
+          line++;
+          lineStart = j + 1;
+        }
+      }
+      i = end + section[1].length - 1;
+    } else if (c === 0x26) {
+      REFERENCE.lastIndex = i + 1;
+      if (!REFERENCE.test(text)) return `${line}:${i - lineStart + 1}`;
+    }
+  }
+  return undefined;
 }
 
 /** A parsed answer: its records (as JSON), the stop flag's text if present, or its Fault. */
