@@ -133,6 +133,12 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
   let totalChanged = resume?.totalChanged ?? false;
   /** The fingerprint of the page before (samePageAs), to catch a source answering the same records again. */
   let before: string | undefined;
+  /**
+   * Every earlier page's fingerprint and number: a source that cycles through pages (offsets it
+   * answers A, B, A, B) repeats no page just before, but an earlier one (and with `total_path`
+   * would end as complete with half of its records). A 44-character digest per page, to the page budget.
+   */
+  const seen = new Map<string, number>();
 
   while (position) {
     // undici gives a connection back to its pool one full turn of the event loop after a response's end (so that a
@@ -179,7 +185,12 @@ export async function* readEndpoint(connector: ConnectorSpec, endpoint: Endpoint
     // Reading on would only loop to the page budget (or, with a declared total, end short of it as
     // if complete), so the read fails here without handing the page over. A strategy's own guard
     // (a cursor or link that came back) names the fault first.
-    if (deferred === undefined && fingerprint !== undefined && fingerprint === before) throw new PaginationError(samePageMessage(req.position, items.length));
+    if (deferred === undefined && fingerprint !== undefined) {
+      if (fingerprint === before) throw new PaginationError(samePageMessage(req.position, items.length));
+      const earlier = seen.get(fingerprint);
+      if (earlier !== undefined) throw new PaginationError(samePageMessage(req.position, items.length, earlier));
+      seen.set(fingerprint, number);
+    }
     before = fingerprint;
     const page: Page = { number, items };
     if (total !== undefined) page.declaredTotal = total;
@@ -215,8 +226,14 @@ function pageFingerprint(items: unknown[]): string | undefined {
   }
 }
 
-/** The message of a page answering the same records as the page before it. */
-export function samePageMessage(position: string, records: number): string {
+/**
+ * The message of a page answering the same records as the page before it, or (`earlier`) as an
+ * earlier page of this read, by its number.
+ */
+export function samePageMessage(position: string, records: number, earlier?: number): string {
+  if (earlier !== undefined) {
+    return `pagination did not advance: the source answered ${position} with the same ${records} record(s) as page ${earlier} of this read (it cycles through its pages); the read stopped there, the pages before it are kept`;
+  }
   return `pagination did not advance: the source answered ${position} with the same ${records} record(s) as the page before it (it ignores the position asked for, or repeats a page past its end); the read stopped there, the pages before it are kept`;
 }
 

@@ -112,6 +112,11 @@ function brokenAnswer(url: URL, sent: string): { body: unknown; headers?: Record
     case '/offset-ignored':
       // A source that knows no offset parameter: the same three records whatever is asked.
       return { body: { data: range(3).map((id) => ({ id })) } };
+    case '/offset-cycling': {
+      // A source that answers two pages in turn whatever the offset (an unstable sort at its worst), with a true count of 8.
+      const first = Number(url.searchParams.get('offset')) % 4 === 0;
+      return { body: { data: (first ? [1, 2] : [3, 4]).map((id) => ({ id })), total: 8 } };
+    }
     case '/page-clamped': {
       // Seven records two a page (pages from 1); a page past the last answers the last page again, as some sources clamp it.
       const page = Math.min(Number(url.searchParams.get('page')), 4);
@@ -416,6 +421,21 @@ describe('a source that cycles through positions fails fast instead of looping t
     // The repeated page is not handed over: its records are those of the page before.
     expect(result.pages).toHaveLength(pages);
     expect(hitsOf(path) - before).toBe(pages + 1);
+  });
+
+  it('offset, a source cycling through two pages: the third page fails the read (with total_path it ended as complete with half the records)', async () => {
+    const before = hitsOf('/offset-cycling');
+    const result = await readAll(
+      connectorSpec(brokenUrl),
+      endpointSpec('/offset-cycling', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 2, response_path: '$.data', total_path: '$.total' }),
+      ctx(),
+    );
+    expect(result.error).toBeInstanceOf(PaginationError);
+    expect(result.error?.message).toBe(
+      'pagination did not advance: the source answered offset 4 with the same 2 record(s) as page 1 of this read (it cycles through its pages); the read stopped there, the pages before it are kept',
+    );
+    expect(result.pages).toHaveLength(2);
+    expect(hitsOf('/offset-cycling') - before).toBe(3);
   });
 
   it('remembers long positions by their digest: a long cursor that comes back is still caught', () => {
