@@ -339,6 +339,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     const hookLoop = new OutboxLoop(db, {
       name: HUB_CONSUMERS.hooks,
       every: config.duration('svc.hooks.sweep-every'),
+      setAsideAfter: config.int('svc.events.set-aside-after'),
       batch: 500,
       handle: async (event) => (await services.hooks.run({ tenantId: event.tenantId, type: event.type, payload: event.payload, id: event.id })).length > 0,
       // With no hook declared (the shipped modules declare none), the events are passed unread.
@@ -354,6 +355,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     const emailLoop = new OutboxLoop(db, {
       name: HUB_CONSUMERS.email,
       every: config.duration('svc.email.sweep-every'),
+      setAsideAfter: config.int('svc.events.set-aside-after'),
       batch: 100,
       handle: async (event) => (await email.handle(event)).length > 0,
       // With no enabled rule in any tenant, the events are passed unread (checked in the same snapshot).
@@ -366,6 +368,7 @@ async function composeHub(config: Config, options: StartOptions, acquired: (rele
     const processLoop = new OutboxLoop(db, {
       name: PROCESS_CONSUMER,
       every: config.duration('svc.process.sweep-every'),
+      setAsideAfter: config.int('svc.events.set-aside-after'),
       batch: 200,
       handleBatchInTx: processBatchHandler(events),
       // With no process in any tenant, the events are passed unread (checked in the same snapshot).

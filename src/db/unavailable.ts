@@ -38,18 +38,59 @@ const UNAVAILABLE_MESSAGES = [
 ];
 
 export function isDatabaseUnavailable(err: unknown): boolean {
+  return anyInChain(err, unavailable);
+}
+
+/** Whether one error of a chain says the database cannot be reached (isDatabaseUnavailable). */
+function unavailable(e: ErrorLink): boolean {
+  const { code, message } = e;
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
+  // A Unix socket (the embedded PostgreSQL's) whose server is away: its socket file is gone.
+  if (code === 'ENOENT' && e.syscall === 'connect') return true;
+  return typeof message === 'string' && UNAVAILABLE_MESSAGES.some((re) => re.test(message));
+}
+
+type ErrorLink = { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown; syscall?: unknown; name?: unknown };
+
+/** Whether `test` holds for `err`, one of its causes (5 deep at most) or one of an AggregateError's errors. */
+function anyInChain(err: unknown, test: (e: ErrorLink) => boolean): boolean {
   let current: unknown = err;
   for (let depth = 0; depth < 5 && current && typeof current === 'object'; depth++) {
-    const { code, message, errors, cause } = current as { code?: unknown; message?: unknown; errors?: unknown; cause?: unknown };
-    if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
-    // A Unix socket (the embedded PostgreSQL's) whose server is away: its socket file is gone.
-    if (code === 'ENOENT' && (current as { syscall?: unknown }).syscall === 'connect') return true;
-    if (typeof message === 'string' && UNAVAILABLE_MESSAGES.some((re) => re.test(message))) return true;
+    const link = current as ErrorLink;
+    if (test(link)) return true;
     // Node's happy-eyeballs connect reports an AggregateError of per-address failures.
-    if (Array.isArray(errors) && errors.some((e) => isDatabaseUnavailable(e))) return true;
-    current = cause;
+    if (Array.isArray(link.errors) && link.errors.some((e) => anyInChain(e, test))) return true;
+    current = link.cause;
   }
   return false;
+}
+
+/**
+ * SQLSTATEs of a database busy or going away rather than of a statement's fault: classes 08
+ * (connection), 40 (a transaction rolled back: serialization, deadlock), 53 (insufficient resources),
+ * 57 (operator intervention: shutdown, cancel, statement timeout), 58 (system error: I/O), and the
+ * timeouts and locks of 25P (idle in transaction, transaction timeout) and 55P (lock not available).
+ */
+const BUSY_SQLSTATE = /^(08|40|53|57|58|25P|55P)/;
+
+/** Network failures of a connection, the database's or any other server's. */
+const NETWORK_CODES = new Set(['ECONNABORTED', 'ENETDOWN', 'ENOTFOUND', 'EADDRNOTAVAIL', 'EHOSTDOWN', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+
+/**
+ * Whether `err` means the database or the network is unavailable or busy right now
+ * (isDatabaseUnavailable, a SQLSTATE of BUSY_SQLSTATE, a network error code, a timeout or an abort),
+ * as opposed to a failure that would meet the same work again at every try: work that meets it is
+ * retried for ever, never given up on (an outbox consumer never sets an event aside for it).
+ */
+export function isUnavailableOrBusy(err: unknown): boolean {
+  return anyInChain(
+    err,
+    (e) =>
+      unavailable(e) ||
+      (typeof e.code === 'string' && (BUSY_SQLSTATE.test(e.code) || NETWORK_CODES.has(e.code))) ||
+      e.name === 'TimeoutError' ||
+      e.name === 'AbortError',
+  );
 }
 
 /** PostgreSQL's class 53, insufficient resources: a full disk (53100), out of memory, too many connections. */

@@ -15,11 +15,17 @@ import { captureLogs } from '../../test/harness/log-capture.js';
 let t: MigratedDatabase;
 const events = new EventWriter(loadCatalog());
 const emit = (orgId: number) => t.db.withTenant(401, (tx) => events.emit(tx, 'org.updated', { orgId, tenantId: 401 }));
+/** An event of another active tenant (403). */
+const emitOther = (orgId: number) => t.db.withTenant(403, (tx) => events.emit(tx, 'org.updated', { orgId, tenantId: 403 }));
+/** What a handler with a bug throws on a strange event, at every try. */
+const bug = () => (undefined as unknown as { x: { y: number } }).x.y;
+/** The "set aside" lines of a capture. */
+const setAsideLines = (logs: ReturnType<typeof captureLogs>) => logs.lines().filter((l) => String(l.msg).includes('set aside'));
 
 beforeAll(async () => {
   // Its own server: a consumer starts at the readable head, which a transaction of another suite
   // open on a shared server holds back, so an event emitted before the start would be handed over.
-  t = await migratedDatabase({ 401: 'loop', 402: 'gone' }, 4, { ownServer: true });
+  t = await migratedDatabase({ 401: 'loop', 402: 'gone', 403: 'other' }, 4, { ownServer: true });
   await t.owner.query('update core.tenants set active = false where id = 402');
 });
 
@@ -128,6 +134,131 @@ describe('outbox loop', () => {
       expect(seen).toEqual([61, 63]);
     } finally {
       logs.restore();
+      await clock.stop();
+    }
+  });
+
+  it('with handle, an event whose handler throws for ever (a bug, not the database away) is set aside after 5 passes in a row; the events after it, of other tenants, go on', async () => {
+    // A TypeError on one strange event stopped the consumer for every tenant, retried for ever.
+    const logs = captureLogs('info');
+    const seen: number[] = [];
+    let tries = 0;
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-bug',
+      every: 60_000,
+      batch: 10,
+      handle: async (event) => {
+        const orgId = event.payload.orgId as number;
+        if (orgId === 101) {
+          tries++;
+          bug();
+        }
+        seen.push(orgId);
+      },
+    });
+    const clock = new ClockRunner();
+    try {
+      await loop.start(clock);
+      await emit(100);
+      await emit(101);
+      for (const orgId of [102, 103]) await emitOther(orgId);
+      await drainUntil(loop, 4);
+      expect(seen).toEqual([100, 102, 103]);
+      expect(tries).toBe(5);
+      const setAside = setAsideLines(logs);
+      expect(setAside).toMatchObject([{ level: 'error', consumer: 'loop-bug', tenantId: 401, eventType: 'org.updated', passes: 5 }]);
+      expect(setAside[0]!.msg).toMatch(/^outbox consumer loop-bug set aside event \d+ \(org\.updated, tenant 401\): its handling failed 5 passes in a row \(Cannot read properties of undefined \(reading 'x'\)\); the events after it go on$/);
+      expect(await loop.drain()).toBe(0);
+      expect(tries).toBe(5);
+    } finally {
+      logs.restore();
+      await clock.stop();
+    }
+  });
+
+  it('with handle, an event that fails as the database away or busy is never set aside; nor one whose failure meets the events after it too (the hub at fault, not the event)', async () => {
+    const logs = captureLogs('info');
+    const seen: number[] = [];
+    const away = [
+      Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' }),
+      new Error('Connection terminated unexpectedly'),
+      Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01', severity: 'FATAL' }),
+      Object.assign(new Error('could not serialize access'), { code: '40001', severity: 'ERROR' }),
+      Object.assign(new Error('canceling statement due to lock timeout'), { code: '55P03', severity: 'ERROR' }),
+      Object.assign(new Error('the pool is out of connections'), { cause: Object.assign(new Error('sorry, too many clients already'), { code: '53300' }) }),
+      Object.assign(new Error('fetch failed'), { cause: Object.assign(new Error('connect ETIMEDOUT'), { code: 'ETIMEDOUT' }) }),
+    ];
+    // 111 meets each of those errors twice in turn; then the hub itself fails on every event for 12
+    // passes (a grant revoked, say); then all goes well.
+    let failures = 0;
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-away',
+      every: 60_000,
+      batch: 10,
+      handle: async (event) => {
+        const orgId = event.payload.orgId as number;
+        if (orgId === 111 && failures < away.length * 2) throw away[failures++ % away.length]!;
+        if (failures < away.length * 2 + 12) {
+          failures++;
+          bug();
+        }
+        seen.push(orgId);
+      },
+    });
+    const clock = new ClockRunner();
+    try {
+      await loop.start(clock);
+      await emit(111);
+      await emitOther(112);
+      await emitOther(113);
+      await drainUntil(loop, 3);
+      expect(seen).toEqual([111, 112, 113]);
+      expect(failures).toBe(away.length * 2 + 12);
+      expect(setAsideLines(logs)).toEqual([]);
+    } finally {
+      logs.restore();
+      await clock.stop();
+    }
+  });
+
+  it('a failing event is tried again with the back-off, not at each wake-up: set aside after 10 + 20 + 40 + 80 ms at least', async () => {
+    const logs = captureLogs('info');
+    const seen: number[] = [];
+    const tries: number[] = [];
+    const loop = new OutboxLoop(t.db, {
+      name: 'loop-bug-woken',
+      every: 60_000,
+      batch: 10,
+      handle: async (event) => {
+        const orgId = event.payload.orgId as number;
+        if (orgId === 121) {
+          tries.push(performance.now());
+          bug();
+        }
+        seen.push(orgId);
+      },
+    });
+    const clock = new ClockRunner();
+    try {
+      await loop.start(clock);
+      clock.start();
+      await emit(121);
+      await emitOther(122);
+      // A busy outbox: a NOTIFY (a wake-up) every millisecond or so.
+      await until('the event set aside', async () => {
+        loop.wake();
+        return setAsideLines(logs).length > 0;
+      }, { everyMs: 1 });
+      expect(seen).toEqual([122]);
+      expect(tries).toHaveLength(5);
+      const gaps = tries.slice(1).map((at, i) => at - tries[i]!);
+      // Each try at least its back-off after the one before (a timer may fire up to 1 ms early by this clock).
+      for (const [i, backoff] of [10, 20, 40, 80].entries()) expect(gaps[i]).toBeGreaterThanOrEqual(backoff - 1);
+      expect(setAsideLines(logs)).toHaveLength(1);
+      expect(tries).toHaveLength(5);
+    } finally {
+      logs.restore();
+      loop.stop();
       await clock.stop();
     }
   });
@@ -473,6 +604,51 @@ describe('outbox loop', () => {
       logs.restore();
       loop.stop();
       await clock.stop();
+    }
+  });
+
+  it('handleBatchInTx and handleBatch: an event whose handling throws for ever (a bug) is found alone and set aside after 5 passes in a row; the events around it are handled', async () => {
+    for (const form of ['handleBatchInTx', 'handleBatch'] as const) {
+      const logs = captureLogs('info');
+      const name = `loop-bug-${form}`;
+      const seen: number[] = [];
+      let tries = 0;
+      // Handles a batch: the event 132 (first 142) meets a bug, every time.
+      const handle = (batch: Array<{ payload: Record<string, unknown> }>) => {
+        const orgs = batch.map((e) => Number(e.payload.orgId));
+        if (orgs.some((o) => o % 10 === 2 && o > 130)) {
+          tries += orgs.length === 1 ? 1 : 0;
+          bug();
+        }
+        seen.push(...orgs.filter((o) => o > 130));
+      };
+      const loop = new OutboxLoop(t.db, {
+        name,
+        every: 60_000,
+        batch: 100,
+        ...(form === 'handleBatchInTx' ? { handleBatchInTx: async (_tx, batch) => handle(batch) } : { handleBatch: async (batch) => handle(batch) }),
+      });
+      const clock = new ClockRunner();
+      try {
+        await loop.start(clock);
+        const base = form === 'handleBatchInTx' ? 130 : 140;
+        await emit(base + 1);
+        await emit(base + 2);
+        await emitOther(base + 3);
+        await emitOther(base + 4);
+        await until(`${name}: the events after the bug handled`, async () => {
+          await loop.drain();
+          return seen.includes(base + 4);
+        });
+        expect(seen).toEqual([base + 1, base + 3, base + 4]);
+        expect(tries).toBe(5);
+        expect(setAsideLines(logs)).toMatchObject([{ level: 'error', consumer: name, tenantId: 401, passes: 5 }]);
+        expect(await loop.drain()).toBe(0);
+        expect(tries).toBe(5);
+      } finally {
+        logs.restore();
+        await clock.stop();
+      }
     }
   });
 

@@ -3,7 +3,9 @@ import type { Database, Tx } from '../db/database.js';
 import { type CursorMove, OutboxConsumer } from '../events/consumer.js';
 import type { OutboxListener } from '../events/listener.js';
 import type { OutboxEvent, Position } from '../events/outbox.js';
+import { isUnavailableOrBusy } from '../db/unavailable.js';
 import { runForTenant } from '../observability/context.js';
+import { loggableMessage } from '../observability/database-errors.js';
 import { logger } from '../observability/logger.js';
 import { lazyCounter } from '../observability/metrics.js';
 import { describeRefusal, refusedValueCode } from '../validation/database-refusals.js';
@@ -18,6 +20,8 @@ interface OutboxLoopOptions {
    * Handles one event. A throw stops the batch there; the event is read again on the next pass,
    * unless PostgreSQL refused as data what the handler wrote (refusedValueCode): every try would
    * meet that again, so the event is set aside (passed, logged at error, counted) and the rest go on.
+   * An event that failed otherwise `setAsideAfter` passes in a row is set aside too, once an event
+   * after it is handled (`failedTooOften`).
    * A `Postpone` thrown says the event cannot be handled before a given time (the server it needs is
    * away): the loop then makes no pass until then, and logs nothing (the handler says why).
    * Returning `false` says the event needed nothing (no rule, no hook matched): the cursor then
@@ -57,6 +61,12 @@ interface OutboxLoopOptions {
    * A constant of the code, never built from input.
    */
   idleWhen?: string;
+  /**
+   * Passes in a row in which an event's handling, alone, may fail (not as the database or the network
+   * away or busy: isUnavailableOrBusy) before the event is set aside (svc.events.set-aside-after;
+   * 0: never). Default 5.
+   */
+  setAsideAfter?: number;
 }
 
 /** What the loop needs of a clock: the process's ClockRunner, or one gated by leadership. */
@@ -98,6 +108,14 @@ export class OutboxLoop {
   private lastPassEnded = 0;
   /** performance.now() before which no pass runs (the handler threw a Postpone); 0: none. */
   private pausedUntil = 0;
+  /**
+   * Events (by id) whose handling alone failed in the last passes, with how many passes in a row
+   * (`failedTooOften`): the one at the cursor, and those after it that failed as often. Emptied
+   * when an event is handled.
+   */
+  private readonly failures = new Map<number, number>();
+  /** The last pass ended on an event that failed (`failedTooOften`): wake-ups wait for the back-off's look-again. */
+  private backingOff = false;
 
   constructor(
     private readonly db: Database,
@@ -127,8 +145,10 @@ export class OutboxLoop {
    * a busy outbox would otherwise make it pass the events a few at a time, one statement each.
    */
   wake(): void {
-    // A postponed loop is woken by its own timer when the time comes (lookAgainSoon).
-    if (this.halted || !this.clock || this.paused) return;
+    // A postponed loop is woken by its own timer when the time comes (lookAgainSoon), as is one
+    // whose last pass failed on an event: that event is tried again after the back-off, not at
+    // every NOTIFY of a busy outbox.
+    if (this.halted || !this.clock || this.paused || (this.backingOff && this.pollTimer)) return;
     if (this.dormant) {
       if (this.dormantTimer) return;
       const wait = this.lastPassEnded + Math.min(IDLE_WAKE_MS, this.options.every) - performance.now();
@@ -173,7 +193,7 @@ export class OutboxLoop {
     do {
       this.again = false;
       await this.drain();
-    } while (this.again && !this.stopped && !this.dormant && !this.paused);
+    } while (this.again && !this.stopped && !this.dormant && !this.paused && !this.backingOff);
     this.lastPassEnded = performance.now();
     this.lookAgainSoon();
   }
@@ -232,51 +252,105 @@ export class OutboxLoop {
   }
 
   /**
-   * A batch whose transaction PostgreSQL refused as data (refusedValueCode: class 22 or 54, which the
-   * same writes meet again at every try), handled again one event at a time, each in a transaction
-   * of its own that moves the cursor past it. An event refused alone is set aside: the cursor moves
-   * past it with nothing of it written, logged at error (its id, type, tenant and the refusal's
-   * code, not the database's text, which may quote the data) and counted
-   * (`svc_outbox_events_set_aside_total`). So one event's data no retry can change does not hold
-   * back every later event of every tenant. Any other failure stops there; the rest is read again
-   * on a later pass (`done` false). The last event's transaction moves the cursor to `to` (past
-   * the events of deactivated tenants read with the batch).
+   * Counts a pass in which `event`, handled alone, failed with `err` (neither a Postpone nor a
+   * CursorMoved); true once it has failed `setAsideAfter` passes in a row, so that it is to be set
+   * aside once an event after it is handled (a failure that meets the events after it too is the
+   * hub's or the database's, not the event's: nothing is set aside for it). A failure that means
+   * the database or the network is unavailable or busy (isUnavailableOrBusy) never counts, and
+   * starts the count again.
    */
-  private async oneAtATime(handle: (tx: Tx, events: OutboxEvent[]) => Promise<void>, events: OutboxEvent[], from: Position, to: Position): Promise<{ handled: number; done: boolean }> {
+  private failedTooOften(event: OutboxEvent, err: unknown): boolean {
+    if (isUnavailableOrBusy(err)) {
+      this.failures.delete(event.id);
+      return false;
+    }
+    const passes = (this.failures.get(event.id) ?? 0) + 1;
+    this.failures.set(event.id, passes);
+    this.backingOff = true;
+    const after = this.options.setAsideAfter ?? SET_ASIDE_AFTER;
+    return after > 0 && passes >= after;
+  }
+
+  /**
+   * A batch that failed with `err`, handled again one event at a time when the failure may be one
+   * event's: refused as data, or (unless `setAsideAfter` is 0) anything but the database or the
+   * network away or busy (isUnavailableOrBusy) and the cursor moved; else left to a later pass.
+   * `attempt` handles one event and moves the cursor from `from` to `to`, `pass` moves it with
+   * nothing handled. An event refused as data alone (refusedValueCode: class 22 or
+   * 54, which the same writes meet again at every try) is set aside at once: the cursor moves past
+   * it with nothing of it written, logged at error (its id, type, tenant and the refusal's code, not
+   * the database's text, which may quote the data) and counted (`svc_outbox_events_set_aside_total`).
+   * An event that failed otherwise `setAsideAfter` passes in a row (`failedTooOften`) is set aside
+   * likewise once an event after it is handled. So one event no retry can change does not hold back
+   * every later event of every tenant. Any other failure stops there; the rest is read again on a
+   * later pass (`done` false). The last event's move goes to `to` (past the events of deactivated
+   * tenants read with the batch).
+   */
+  private async oneAtATime(
+    failure: unknown,
+    { attempt, pass }: { attempt: (event: OutboxEvent, from: Position, to: Position) => Promise<unknown>; pass: (from: Position, to: Position) => Promise<unknown> },
+    events: OutboxEvent[],
+    from: Position,
+    to: Position,
+  ): Promise<{ handled: number; done: boolean }> {
+    const alone =
+      !(failure instanceof CursorMoved) && (refusedValueCode(failure) !== undefined || ((this.options.setAsideAfter ?? SET_ASIDE_AFTER) > 0 && !isUnavailableOrBusy(failure)));
+    if (!alone) {
+      this.batchFailed(failure, events[0]!);
+      return { handled: 0, done: false };
+    }
     let at = from;
     let handled = 0;
+    const blamed: Failed[] = [];
     for (const [i, event] of events.entries()) {
-      const past = i === events.length - 1 ? to : event.position;
+      const last = i === events.length - 1;
+      const past = last ? to : event.position;
       try {
-        await this.commitBatch(at, past, (tx) => handle(tx, [event]));
+        await attempt(event, at, past);
       } catch (err) {
         const code = refusedValueCode(err);
-        if (code === undefined || err instanceof CursorMoved) {
+        if (code === undefined) {
+          const tooOften = !(err instanceof CursorMoved) && this.failedTooOften(event, err);
           this.batchFailed(err, event);
-          return { handled, done: false };
+          if (!tooOften || last) return { handled, done: false };
+          blamed.push({ event, err, passes: this.failures.get(event.id)! });
+          continue;
         }
         try {
-          await this.commitBatch(at, past, async () => {});
+          await pass(at, past);
         } catch (passing) {
           this.batchFailed(passing, event);
           return { handled, done: false };
         }
-        this.setAside(event, code);
+        handled += this.setAsideFailed(blamed);
+        this.setAside(event, { sqlstate: code }, describeRefusal(code));
       }
+      handled += this.setAsideFailed(blamed);
       handled++;
       at = past;
     }
     return { handled, done: true };
   }
 
-  /** Says that `event`, refused as data (`code`), was passed with nothing of it done: logged at error (not the database's text, which may quote the data) and counted. */
-  private setAside(event: OutboxEvent, code: string): void {
+  /** Says that `event` was passed with nothing of it done (`why`, never the database's text, which may quote the data): logged at error and counted. */
+  private setAside(event: OutboxEvent, fields: Record<string, unknown>, why: string): void {
     const { name } = this.options;
     setAsideEvents().inc({ consumer: name });
     logger().error(
-      { consumer: name, eventId: event.id, eventType: event.type, tenantId: event.tenantId, sqlstate: code },
-      `outbox consumer ${name} set aside event ${event.id} (${event.type}, tenant ${event.tenantId}): ${describeRefusal(code)}; the events after it go on`,
+      { consumer: name, eventId: event.id, eventType: event.type, tenantId: event.tenantId, ...fields },
+      `outbox consumer ${name} set aside event ${event.id} (${event.type}, tenant ${event.tenantId}): ${why}; the events after it go on`,
     );
+  }
+
+  /** Sets aside the events that failed too often (`failedTooOften`), the cursor now past them (an event after them handled); empties `blamed` and the counts. Returns how many. */
+  private setAsideFailed(blamed: Failed[]): number {
+    if (this.failures.size === 0) return 0;
+    this.failures.clear();
+    const n = blamed.length;
+    for (const { event, err, passes } of blamed.splice(0)) {
+      this.setAside(event, { err, passes }, `its handling failed ${passes} passes in a row (${loggableMessage(err)})`);
+    }
+    return n;
   }
 
   /** Handles everything visible now (several batches when the outbox is busy). Returns the count. */
@@ -297,6 +371,7 @@ export class OutboxLoop {
       }
     }
     this.dormant = false;
+    this.backingOff = false;
     // A failed batch is read again soon (`lookAgainSoon`), as are events held back.
     this.pending = true;
     let handled = 0;
@@ -310,33 +385,47 @@ export class OutboxLoop {
         try {
           await this.commitBatch(from, to!, (tx) => handleInTx(tx, events));
         } catch (err) {
-          if (refusedValueCode(err) === undefined || err instanceof CursorMoved) {
-            this.batchFailed(err, events[0]!);
-            return handled;
-          }
-          // Refused as data: the event to blame is found by handling the batch again one event at a time.
-          const alone = await this.oneAtATime(handleInTx, events, from, to!);
+          // The event to blame is found by handling the batch again one event at a time, each
+          // event in a transaction of its own that moves the cursor past it.
+          const alone = await this.oneAtATime(err, {
+            attempt: (event, at, past) => this.commitBatch(at, past, (tx) => handleInTx(tx, [event])),
+            pass: (at, past) => this.commitBatch(at, past, async () => {}),
+          }, events, from, to!);
           handled += alone.handled;
           if (!alone.done) return handled;
           continue;
         }
+        if (this.failures.size !== 0) this.failures.clear();
         handled += events.length;
       } else if (this.options.handleBatch) {
+        const handleBatch = this.options.handleBatch;
         // biome-ignore lint/suspicious/noConfusingVoidType: what `handleBatch` returns
         let moved: boolean | void;
         try {
-          moved = await this.options.handleBatch(events, { consumer: this.options.name, to: to! });
+          moved = await handleBatch(events, { consumer: this.options.name, to: to! });
         } catch (err) {
-          logger().error({ err, consumer: this.options.name, fromEventId: events[0]!.id }, `outbox consumer ${this.options.name} failed on a batch from event ${events[0]!.id}; it will be retried`);
-          return handled;
+          // As for handleBatchInTx: each event alone, the cursor moved past it (by the handler, or here).
+          const alone = await this.oneAtATime(err, {
+            attempt: async (event, _at, past) => {
+              if ((await handleBatch([event], { consumer: this.options.name, to: past })) !== true) await this.consumer.advance(past);
+            },
+            pass: (_at, past) => this.consumer.advance(past),
+          }, events, from, to!);
+          handled += alone.handled;
+          if (!alone.done) return handled;
+          continue;
         }
         if (moved !== true) await this.consumer.advance(to!);
+        if (this.failures.size !== 0) this.failures.clear();
         handled += events.length;
       } else {
         // The position of handled events that needed nothing, not yet written to the cursor.
         let skipped: OutboxEvent['position'] | undefined;
         const haltedAtStart = this.halted;
-        for (const event of events) {
+        // Events that failed too often (`failedTooOften`), set aside once an event after them is handled.
+        const blamed: Failed[] = [];
+        for (let i = 0; i < events.length; i++) {
+          const event = events[i]!;
           // biome-ignore lint/suspicious/noConfusingVoidType: what `handle` returns
           let acted: boolean | void;
           try {
@@ -348,19 +437,28 @@ export class OutboxLoop {
               // Refused as data, which every try meets again: passed (with the events before it that
               // needed nothing), so the events after it go on.
               await this.consumer.advance(event.position);
-              this.setAside(event, code);
+              handled += this.setAsideFailed(blamed);
+              this.setAside(event, { sqlstate: code }, describeRefusal(code));
               skipped = undefined;
               handled++;
               if (this.halted && !haltedAtStart) return handled;
+              continue;
+            }
+            const tooOften = !(err instanceof Postpone) && this.failedTooOften(event, err);
+            if (!(err instanceof Postpone)) {
+              const passes = this.failures.get(event.id);
+              logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type, passes }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
+            }
+            // Tried again after the events after it: set aside once one of them is handled.
+            if (tooOften && i < events.length - 1) {
+              blamed.push({ event, err, passes: this.failures.get(event.id)! });
               continue;
             }
             if (skipped) await this.consumer.advance(skipped);
             if (err instanceof Postpone) {
               this.pausedUntil = err.until;
               this.pending = false;
-              return handled;
             }
-            logger().error({ err, consumer: this.options.name, eventId: event.id, eventType: event.type }, `outbox consumer ${this.options.name} failed on event ${event.id}; it will be retried`);
             return handled;
           }
           handled++;
@@ -369,6 +467,14 @@ export class OutboxLoop {
           } else {
             await this.consumer.advance(event.position);
             skipped = undefined;
+          }
+          if (this.failures.size !== 0) {
+            // The cursor past the events to set aside first, whatever this one needed.
+            if (blamed.length > 0) {
+              if (skipped) await this.consumer.advance(skipped);
+              skipped = undefined;
+            }
+            handled += this.setAsideFailed(blamed);
           }
           // A stopping loop ends after the event in hand, not at the end of its batch: each event
           // may take a send (e-mail: up to 100 a batch), and the stop would wait for them all, or
@@ -393,8 +499,22 @@ export class OutboxLoop {
   }
 }
 
-/** Events set aside by outbox consumers, their data refused by PostgreSQL (OutboxLoop, `oneAtATime`). */
-const setAsideEvents = lazyCounter({ name: 'svc_outbox_events_set_aside_total', help: 'Outbox events a consumer set aside: PostgreSQL refused as data what handling them wrote (each logged at error)', labelNames: ['consumer'] });
+/** Events set aside by outbox consumers: their data refused by PostgreSQL, or their handling failed too often (OutboxLoop, `setAside`). */
+const setAsideEvents = lazyCounter({
+  name: 'svc_outbox_events_set_aside_total',
+  help: 'Outbox events a consumer set aside: PostgreSQL refused as data what handling them wrote, or their handling failed svc.events.set-aside-after passes in a row (each logged at error)',
+  labelNames: ['consumer'],
+});
+
+/** Passes in a row an event's handling may fail before it is set aside, unless told (svc.events.set-aside-after's default). */
+const SET_ASIDE_AFTER = 5;
+
+/** An event that failed too often (`failedTooOften`): what it failed with last, and how many passes in a row. */
+interface Failed {
+  event: OutboxEvent;
+  err: unknown;
+  passes: number;
+}
 
 /**
  * Thrown by a `handle` that cannot handle its event before `until` (performance.now() time): the

@@ -77,6 +77,7 @@ export function createWebhookServices(config: Config, deps: { db: Database; cata
   const loop = new OutboxLoop(deps.db, {
     name: WEBHOOK_CONSUMER,
     every: config.duration('svc.webhook.sweep-every'),
+    setAsideAfter: config.int('svc.events.set-aside-after'),
     batch: CONSUMER_BATCH,
     // The statement that matches the batch and records its batch row also moves the cursor past it.
     handleBatch: async (events, cursor) => {
