@@ -173,7 +173,7 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.audit.dispatch-every', kind: 'duration', default: '2s', description: 'Retry of audit entries a call could not write itself (the database unreachable when it ended); entries are otherwise written with the call.' }),
   p({ group: 'Clocks', name: 'svc.audit.retention-days', kind: 'int', min: 0, max: 36500, default: 365, description: 'Audit retention (daily purge at 04:45 UTC, by the background roles\' leader); 0 disables the purge.' }),
   p({ group: 'Clocks', name: 'svc.events.retention-days', kind: 'int', min: 1, max: 36500, default: 30, description: 'Outbox retention (daily purge at 04:30 UTC, by the background roles\' leader), never past the slowest consumer.' }),
-  p({ group: 'Clocks', name: 'svc.events.set-aside-after', kind: 'int', min: 0, max: 1000, default: 5,
+  p({ group: 'Clocks', name: 'svc.events.set-aside-after', kind: 'int', min: 0, max: 1000, default: 10,
     description: 'Passes in a row an outbox consumer (e-mail, hooks, processes, webhooks) may fail on one event, handled alone, before it sets the event aside, once an event after it is handled: logged at error and counted by `svc_outbox_events_set_aside_total{consumer}`. Failures that mean the database or the network is away or busy never count. 0: never (such an event is retried for ever, holding back every later event of every tenant). See docs/operations.md, Events and the outbox.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.poll-every', kind: 'duration', default: '1s', description: 'Live event stream poll.' }),
   p({ group: 'Clocks', name: 'svc.events.stream.batch', kind: 'int', min: 1, default: 500, description: 'Rows read per live-stream poll.' }),

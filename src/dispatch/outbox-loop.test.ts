@@ -145,6 +145,7 @@ describe('outbox loop', () => {
     let tries = 0;
     const loop = new OutboxLoop(t.db, {
       name: 'loop-bug',
+      setAsideAfter: 5,
       every: 60_000,
       batch: 10,
       handle: async (event) => {
@@ -193,6 +194,7 @@ describe('outbox loop', () => {
     let failures = 0;
     const loop = new OutboxLoop(t.db, {
       name: 'loop-away',
+      setAsideAfter: 5,
       every: 60_000,
       batch: 10,
       handle: async (event) => {
@@ -227,6 +229,7 @@ describe('outbox loop', () => {
     const tries: number[] = [];
     const loop = new OutboxLoop(t.db, {
       name: 'loop-bug-woken',
+      setAsideAfter: 5,
       every: 60_000,
       batch: 10,
       handle: async (event) => {
@@ -624,6 +627,7 @@ describe('outbox loop', () => {
       };
       const loop = new OutboxLoop(t.db, {
         name,
+        setAsideAfter: 5,
         every: 60_000,
         batch: 100,
         ...(form === 'handleBatchInTx' ? { handleBatchInTx: async (_tx, batch) => handle(batch) } : { handleBatch: async (batch) => handle(batch) }),

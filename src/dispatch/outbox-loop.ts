@@ -507,7 +507,7 @@ const setAsideEvents = lazyCounter({
 });
 
 /** Passes in a row an event's handling may fail before it is set aside, unless told (svc.events.set-aside-after's default). */
-const SET_ASIDE_AFTER = 5;
+const SET_ASIDE_AFTER = 10;
 
 /** An event that failed too often (`failedTooOften`): what it failed with last, and how many passes in a row. */
 interface Failed {
