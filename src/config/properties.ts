@@ -185,6 +185,8 @@ export const PROPERTIES: readonly PropertyDef[] = [
   p({ group: 'Clocks', name: 'svc.workflow.sweep.every', kind: 'duration', default: '15m', description: 'Workflow dormancy sweep (docs/workflows.md); runs in the background roles, on the leader.' }),
   p({ group: 'Clocks', name: 'svc.workflow.sweep.batch', kind: 'int', min: 1, default: 10000,
     description: 'Records of a workflow\'s entity the dormancy sweep fetches at a time from its one cursor over the entity (in key order); it writes them (spells, decisions) 1,000 at most per transaction.' }),
+  p({ group: 'Clocks', name: 'svc.workflow.sweep.turn', kind: 'int', min: 1, default: 100000,
+    description: 'Records of one tenant\'s workflows the dormancy sweep reads in one turn before another tenant that has something to sweep takes its turn (the tenants take turns, round after round); a pass longer than that goes on from the next key at its tenant\'s next turn. Bounds how long one tenant\'s backlog delays another\'s decisions (docs/workflows.md, "Turns between tenants").' }),
   p({ group: 'Clocks', name: 'svc.hooks.sweep-every', kind: 'duration', default: '5s', description: 'Hook consumer sweep of the outbox (NOTIFY wakes it sooner); runs in the background roles.' }),
   p({ group: 'Clocks', name: 'svc.hooks.cache-ttl', kind: 'duration', default: '60s', description: 'Time to live of the per-tenant hook override cache.' }),
 

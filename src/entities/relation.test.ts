@@ -124,10 +124,10 @@ async function apply(tenant: number, manifest: unknown) {
 }
 
 /** The fused rows of a tenant's entity, by _entity_id, and the relation's column names. */
-async function fused(tenant: number, name: string): Promise<{ columns: string[]; rows: Array<Record<string, unknown>> }> {
+async function fused(tenant: number, name: string, after?: string): Promise<{ columns: string[]; rows: Array<Record<string, unknown>> }> {
   return hub.services.db.withTenant(tenant, async (tx) => {
     const entity = (await loadEntity(tx, name))!;
-    const sql = await entityRelation(tx, entity);
+    const sql = await entityRelation(tx, entity, { after });
     const result = await tx.query<Record<string, unknown>>(`select * from (${sql}) e order by _entity_id`);
     return { columns: result.fields.map((f) => f.name), rows: result.rows };
   });
@@ -251,6 +251,19 @@ describe('three sources', () => {
     }));
     expect(got['2']).toEqual(expect.objectContaining({ email: 'same@x', _conflicts: {}, _resolution: 'none' }));
     expect(got['8']).toEqual(expect.objectContaining({ partner_id: '8', email: 'eight@x', country: null, _resolution: 'none' }));
+  });
+});
+
+describe('the records after a key (`after`, how the workflow sweep goes on with a pass)', () => {
+  it('are exactly the rows of the whole relation whose key sorts after it, whichever sources hold them', async () => {
+    // Entity contact (three sources, the last keyed by a JSONPath): keys 1 to 9, of one source or several.
+    const whole = (await fused(A, 'contact')).rows;
+    for (const after of ['', '1', '3', '4', '45', '5', '8', '9', 'z']) {
+      const got = (await fused(A, 'contact', after)).rows;
+      expect({ after, rows: got }).toEqual({ after, rows: whole.filter((r) => (r._entity_id as string) > after) });
+    }
+    // A quote in the key is a literal, not SQL.
+    expect((await fused(A, 'contact', "5' or ''='")).rows.map((r) => r._entity_id)).toEqual(['6', '7', '8', '9']);
   });
 });
 

@@ -63,6 +63,13 @@ export interface RelationOptions {
    * them out.
    */
   conflicts?: boolean;
+  /**
+   * Only the records whose key sorts after this text (PostgreSQL's text order, as `order by
+   * _entity_id`): the bound is put in every source (a record's key is each of its sources' key), so
+   * that a source keyed by `external_id` is read from its index and no source's rows before it are
+   * joined or sorted. How the workflow sweep goes on with a pass (docs/workflows.md).
+   */
+  after?: string;
 }
 
 /**
@@ -108,16 +115,17 @@ export const valueColumn = (j: number): string => `_v${j}`;
  * canonical column `j` it maps (not the key column, which is `_k`). A key that is not `external_id`
  * may repeat: the row with the smallest `id` is kept.
  */
-export function sourceSubquerySql(tenantId: number | undefined, entity: EntityDef, source: EntitySource): string {
+export function sourceSubquerySql(tenantId: number | undefined, entity: EntityDef, source: EntitySource, after?: string): string {
   const values = entity.columns.flatMap((c, j) => {
     const mapping = c.name === entity.key ? undefined : source.columns[c.name];
     return mapping === undefined ? [] : [{ name: valueColumn(j), sql: mappingSql(mapping) }];
   });
   const table = tenantTableSql(tenantId, source.table);
-  const select = [`${mappingSql(source.key)} as _k`, ...values.map((v) => `${v.sql} as ${v.name}`)].join(', ');
-  if (source.key === 'external_id') return `select ${select} from ${table} t where t.external_id <> ''`;
+  const key = mappingSql(source.key);
+  const select = [`${key} as _k`, ...values.map((v) => `${v.sql} as ${v.name}`)].join(', ');
+  if (source.key === 'external_id') return `select ${select} from ${table} t where t.external_id <> ''${after === undefined ? '' : ` and ${key} > ${literal(after)}`}`;
   const outputs = ['_k', ...values.map((v) => v.name)].join(', ');
-  return `select distinct on (_k) ${outputs} from (select ${select}, t.id as _id from ${table} t) d where _k <> '' order by _k, _id`;
+  return `select distinct on (_k) ${outputs} from (select ${select}, t.id as _id from ${table} t) d where _k <> ''${after === undefined ? '' : ` and _k > ${literal(after)}`} order by _k, _id`;
 }
 
 /** The fused relation's SQL without the catalog check (entityRelation does the check first). */
@@ -127,9 +135,9 @@ export function fusedRelationSql(tenantId: number | undefined, entity: EntityDef
   const alias = (i: number) => `s${i}`;
   const keyOf = (upTo: number) => (upTo === 1 ? `${alias(0)}._k` : `coalesce(${Array.from({ length: upTo }, (_, i) => `${alias(i)}._k`).join(', ')})`);
 
-  let from = `(${sourceSubquerySql(tenantId, entity, entity.sources[0]!)}) ${alias(0)}`;
+  let from = `(${sourceSubquerySql(tenantId, entity, entity.sources[0]!, options.after)}) ${alias(0)}`;
   for (let i = 1; i < n; i++) {
-    from += ` full join (${sourceSubquerySql(tenantId, entity, entity.sources[i]!)}) ${alias(i)} on ${alias(i)}._k = ${keyOf(i)}`;
+    from += ` full join (${sourceSubquerySql(tenantId, entity, entity.sources[i]!, options.after)}) ${alias(i)} on ${alias(i)}._k = ${keyOf(i)}`;
   }
   const entityId = keyOf(n);
 

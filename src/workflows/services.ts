@@ -30,7 +30,7 @@ export interface WorkflowServices {
   sweep(going?: () => boolean): Promise<SweepResult>;
 }
 
-export function createWorkflowServices(deps: { db: Database; events: EventWriter; sweepBatch: number }): WorkflowServices {
+export function createWorkflowServices(deps: { db: Database; events: EventWriter; sweepBatch: number; sweepTurn: number; sweepEvery: number }): WorkflowServices {
   const { db } = deps;
   return {
     apply: (t, caller, manifest, actor) =>
@@ -61,6 +61,6 @@ export function createWorkflowServices(deps: { db: Database; events: EventWriter
       });
       if (!deleted) throw new NotFoundError(`workflow ${name.toLowerCase()} not found`);
     },
-    sweep: (going) => sweepWorkflows(db, deps.events, { batch: deps.sweepBatch, going }),
+    sweep: (going) => sweepWorkflows(db, deps.events, { batch: deps.sweepBatch, turn: deps.sweepTurn, every: deps.sweepEvery, going }),
   };
 }

@@ -13,7 +13,8 @@ import type { WorkflowSpec } from './types.js';
 /**
  * The dormancy sweep (docs/workflows.md, "Dormancy"), run on `svc.workflow.sweep.every` by the
  * leader. For each workflow of every active tenant it reads the entity's fused rows (key and state column)
- * in key order through one cursor (one read of the relation per pass, in a transaction of its own),
+ * in key order through one cursor (one read of the relation per pass, in a transaction of its own;
+ * a pass cut by the tenants' turns, see sweepWorkflows, reads the rest from the next key),
  * `svc.workflow.sweep.batch` rows at a time; they are written WRITE_ROWS (1,000) at most per
  * transaction, each in the tenant (row-level security), which for the key range its records cover does this
  * (a part with nothing to do, found by one read per fetch beside the cursor, opens no transaction: see fetchWork):
@@ -82,12 +83,52 @@ const unreadable = new Map<string, string>();
 const UNREADABLE_MAX = 10_000;
 
 /**
- * One tick over every active tenant's workflows. `going`, asked before each workflow and each fetch,
+ * The records of one tenant's turn in a tick, by default (`svc.workflow.sweep.turn`): ten fetches of
+ * the default `svc.workflow.sweep.batch`.
+ */
+export const TURN_RECORDS = 100_000;
+
+/** A pass over one workflow's entity, begun and not ended: where it goes on, and what it has done. */
+interface Pass {
+  w: WorkflowRow;
+  /** The last key it has written (its next slice reads the keys after it); null before its first. */
+  after: string | null;
+  result: Omit<SweepResult, 'workflows'>;
+  firstSkipped?: string;
+  /** A second pass of the workflow in this tick (its `every` passed during another tenant's backlog). */
+  again: boolean;
+}
+
+/** One tenant's part of a tick: its workflows not yet swept in it (by name), its pass under way, and when each pass of its began. */
+interface TenantTurns {
+  pending: WorkflowRow[];
+  current?: Pass;
+  began: Map<string, { w: WorkflowRow; at: number }>;
+}
+
+/**
+ * One tick over every active tenant's workflows. The tenants take turns (by id, round after round
+ * until every workflow the tick listed is swept): a turn sweeps the tenant's workflows, one after
+ * another, until it has read `turn` records (at least one fetch); a pass that is not at its end then
+ * stops after the fetch in hand, when another tenant has something to sweep, and goes on from the next
+ * key at the tenant's next turn. So one tenant's backlog (many workflows, large entities, a first
+ * pass announcing every record) delays another's sweep by at most a turn per round, not by all of
+ * it. While the tick goes on, a workflow whose last pass began `every` ago or more (the clock's
+ * period) is swept again at its tenant's turn, so that a tenant is swept at its pace however long
+ * another's backlog keeps the tick (once per turn at most, and only while a pass of the ones the
+ * tick listed is still to do: the tick ends with those). `going`, asked before each workflow and each fetch,
  * says whether the tick may go on (the process still leads and is not stopping): once it answers
  * false the tick ends after the fetch in hand, leaving the rest to the next tick (of the new leader).
  */
-export async function sweepWorkflows(db: Database, events: EventWriter, opts: { batch: number; going?: () => boolean }): Promise<SweepResult> {
+export async function sweepWorkflows(
+  db: Database,
+  events: EventWriter,
+  opts: { batch: number; turn?: number; every?: number; going?: () => boolean },
+): Promise<SweepResult> {
   const going = opts.going ?? (() => true);
+  const turn = opts.turn ?? TURN_RECORDS;
+  const every = opts.every ?? Number.POSITIVE_INFINITY;
+  if (!Number.isSafeInteger(turn) || turn < 1) throw new Error(`svc.workflow.sweep.turn must be a positive integer, not ${turn}`);
   const total: SweepResult = { workflows: 0, records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
   // A deactivated tenant's workflows are not swept: no spell changes, no decision (docs/workflows.md).
   // The hub sees none of its records while it is deactivated: a first pass not complete yet ends
@@ -104,31 +145,71 @@ export async function sweepWorkflows(db: Database, events: EventWriter, opts: { 
       where ${activeTenant('w.tenant_id')}
       order by w.tenant_id, w.name`,
   );
+  const tenants: TenantTurns[] = [];
   for (const w of rows) {
-    if (!going()) break;
-    try {
-      const one = await sweepWorkflow(db, events, w, opts.batch, going);
-      if (!one) continue;
-      total.workflows++;
-      total.records += one.records;
-      total.started += one.started;
-      total.ended += one.ended;
-      total.emitted += one.emitted;
-      total.skipped += one.skipped;
-    } catch (err) {
-      // One workflow's trouble (a source table dropped mid-pass) does not stop the others.
-      logger().warn({ err: loggableMessage(err), tenantId: w.tenant_id, workflow: w.name }, 'workflow sweep failed for one workflow');
+    if (tenants.at(-1)?.pending[0]?.tenant_id !== w.tenant_id) tenants.push({ pending: [], began: new Map() });
+    tenants.at(-1)!.pending.push(w);
+  }
+  // The passes the tick listed still to do (pending or under way): the tick ends with them.
+  const listedLeft = () => tenants.some((t) => t.pending.length > 0 || (t.current && !t.current.again));
+  // A workflow of `t` to sweep again now: the one whose last pass began longest ago, `every` ago or
+  // more, and not during this turn (`since`).
+  const again = (t: TenantTurns, since: number) => {
+    if (!listedLeft()) return undefined;
+    let oldest: { w: WorkflowRow; at: number } | undefined;
+    for (const b of t.began.values()) if (b.at < since && Date.now() - b.at >= every && (!oldest || b.at < oldest.at)) oldest = b;
+    return oldest?.w;
+  };
+  const waiting = (t: TenantTurns) => tenants.some((o) => o !== t && (o.pending.length > 0 || o.current !== undefined || again(o, Date.now() + 1) !== undefined));
+
+  while (tenants.some((t) => t.pending.length > 0 || t.current)) {
+    for (const t of tenants) {
+      const turnBegan = Date.now();
+      let left = turn;
+      while (left > 0 && going()) {
+        if (!t.current) {
+          const next = t.pending.shift();
+          const w = next ?? again(t, turnBegan);
+          if (!w) break;
+          t.began.set(w.id, { w, at: Date.now() });
+          t.current = { w, after: null, result: { records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 }, again: next === undefined };
+        }
+        const pass = t.current;
+        const before = pass.result.records;
+        let state: 'done' | 'more' | 'gone';
+        try {
+          state = await sweepSlice(db, events, pass, opts.batch, () => pass.result.records - before >= left && waiting(t), going);
+        } catch (err) {
+          // One workflow's trouble (a source table dropped mid-pass) does not stop the others.
+          logger().warn({ err: loggableMessage(err), tenantId: pass.w.tenant_id, workflow: pass.w.name }, 'workflow sweep failed for one workflow');
+          state = 'gone';
+        }
+        left -= Math.max(1, pass.result.records - before);
+        if (state === 'more') break;
+        t.current = undefined;
+        if (state === 'gone') continue;
+        total.workflows++;
+        total.records += pass.result.records;
+        total.started += pass.result.started;
+        total.ended += pass.result.ended;
+        total.emitted += pass.result.emitted;
+        total.skipped += pass.result.skipped;
+      }
+      if (!going()) return total;
     }
   }
   return total;
 }
 
-/** One complete pass over one workflow's entity; undefined when its entity cannot be read now, or another pass has it. */
-async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, batch: number, going: () => boolean): Promise<Omit<SweepResult, 'workflows'> | undefined> {
-  const result = { records: 0, started: 0, ended: 0, emitted: 0, skipped: 0 };
-  let firstSkipped: string | undefined;
+/**
+ * A slice of a pass over one workflow's entity: from the key after `pass.after`, until the entity's
+ * end ('done') or, once a fetch is written and `yieldNow` says so, after that fetch ('more', the pass
+ * goes on from there at its next slice); 'gone' when its entity cannot be read now or another pass has it.
+ */
+async function sweepSlice(db: Database, events: EventWriter, pass: Pass, batch: number, yieldNow: () => boolean, going: () => boolean): Promise<'done' | 'more' | 'gone'> {
+  const { w, result } = pass;
   const readable = await db.withTenant(w.tenant_id, async (tx): Promise<{ relation: string } | { problem: string }> => {
-    const found = await readableEntity(tx, w);
+    const found = await readableEntity(tx, w, pass.after ?? undefined);
     // An entity that cannot be read has no record the hub can see: the first pass after the apply
     // is over, having found none. Records that appear later (a source table written after the
     // apply) start their spells when the sweep sees them, not at the apply: dated from the apply,
@@ -146,15 +227,17 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
       unreadable.set(key, readable.problem);
       logger().info({ tenantId: w.tenant_id, workflow: w.name, reason: readable.problem }, `workflow ${w.name} is not swept until its entity can be read: ${readable.problem}`);
     }
-    return undefined;
+    return 'gone';
   }
   if (unreadable.delete(key)) logger().info({ tenantId: w.tenant_id, workflow: w.name }, `workflow ${w.name}: its entity can be read again; swept from now on`);
   const { relation } = readable;
   if (!Number.isSafeInteger(batch) || batch < 1) throw new Error(`svc.workflow.sweep.batch must be a positive integer, not ${batch}`);
+  // A slice after the first reads from the key after the last one written (its own cursor, see
+  // sweepWorkflows): the relation is bounded in each of its sources (entityRelation's `after`).
   const read = `select _entity_id as k, ${ident(w.spec.stateColumn)} as s from (${relation}) r order by _entity_id`;
   const interval = w.spec.dormancy ? durationInterval(w.spec.dormancy.after) : undefined;
 
-  // One read of the fused relation per pass: a cursor in a transaction of its own, fetched a batch
+  // One read of the fused relation per slice (a pass not cut by turns is one slice): a cursor in a transaction of its own, fetched a batch
   // at a time while each batch is written in its own short transaction. (Keyset pages, each its own
   // `where _entity_id > $last … limit`, cost the whole FULL JOIN per page over several sources.)
   const swept = await db.withTenant(w.tenant_id, async (reader) => {
@@ -172,9 +255,10 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
     // PostgreSQL picks while the spells' statistics are too few, as after a first pass) loses the
     // order, and each range was then sorted again. The cursor's plan is made already.
     await reader.query('set local enable_bitmapscan = off');
-    let prev: string | null = null;
+    let prev: string | null = pass.after;
     let wroteAll = false;
     let halted = false;
+    let more = false;
     for (;;) {
       // Leadership lost or the process stopping: the pass ends here (a first pass is completed by a later one).
       if (!going()) break;
@@ -239,20 +323,29 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
         if (result.started + result.ended + result.emitted === before) wroteAll = false;
         if (seen.length < stated.length) {
           result.skipped += stated.length - seen.length;
-          firstSkipped ??= stated.find((r) => tooLong(r.k))!.k;
+          pass.firstSkipped ??= stated.find((r) => tooLong(r.k))!.k;
         }
         result.records += records.length;
         stop = last === null;
         prev = last;
       }
       if (stop) break;
+      // Its turn is over and another tenant waits: the pass goes on from here at its next slice.
+      if (yieldNow()) {
+        more = true;
+        break;
+      }
     }
     await reader.query('close sweep');
-    return { halted };
+    return { halted, more, after: prev };
   });
   if (!swept) {
     logger().debug({ tenantId: w.tenant_id, workflow: w.name }, `workflow ${w.name} is being swept by another pass: left to it`);
-    return undefined;
+    return 'gone';
+  }
+  if (swept.more) {
+    pass.after = swept.after;
+    return 'more';
   }
   // Stopped by its tenant's deactivation (or by a delete or a re-apply, which this leaves alone): a
   // first pass under way ends, as at a tick that finds the tenant deactivated (sweepWorkflows).
@@ -261,22 +354,23 @@ async function sweepWorkflow(db: Database, events: EventWriter, w: WorkflowRow, 
       tx.query(`update workflows.workflows set baseline_done = true where id = $1 and tracked_since = $2::timestamptz and not baseline_done and not ${activeTenant('tenant_id')}`, [w.id, w.tracked]),
     );
   }
+  const firstSkipped = pass.firstSkipped;
   if (firstSkipped !== undefined) {
     logger().warn(
       { tenantId: w.tenant_id, workflow: w.name, skipped: result.skipped },
       `workflow ${w.name}: ${result.skipped} record(s) of entity ${w.spec.entity} not tracked, their key longer than ${MAX_KEY_BYTES} bytes (the first begins ${JSON.stringify(firstSkipped.slice(0, 40))})`,
     );
   }
-  return result;
+  return 'done';
 }
 
 /** The workflow's entity as a relation to read, or why it cannot be read now. */
-async function readableEntity(tx: Tx, w: WorkflowRow): Promise<{ relation: string } | { problem: string }> {
+async function readableEntity(tx: Tx, w: WorkflowRow, after?: string): Promise<{ relation: string } | { problem: string }> {
   const entity = await loadEntity(tx, w.spec.entity);
   if (!entity) return { problem: `entity ${w.spec.entity} does not exist` };
   if (!entity.columns.some((c) => c.name === w.spec.stateColumn)) return { problem: `entity ${w.spec.entity} has no column ${w.spec.stateColumn}` };
   try {
-    return { relation: await entityRelation(tx, entity) };
+    return { relation: await entityRelation(tx, entity, { after }) };
   } catch (err) {
     if (err instanceof EntityDefinitionError) return { problem: err.message };
     throw err;

@@ -15,23 +15,26 @@ export interface SweptWorkflow {
   status: string;
   states: string[];
   dormancy: { after: string; states: string[] };
+  /** The tenant (default 1), which must exist. */
+  tenant?: number;
 }
 
 /**
- * A workflow for the dormancy sweep's tests, through the API of a hub over tenant 1: a source table
+ * A workflow for the dormancy sweep's tests, through the API of a hub over tenant 1 (or `tenant`): a source table
  * of `records` rows (written by the owner), an entity over it keyed by `external_id`, and a workflow
  * on its `status` column.
  */
 export async function applySweptWorkflow(hub: TestHub, owner: pg.Client, w: SweptWorkflow): Promise<void> {
+  const tenant = w.tenant ?? 1;
   const post = async (path: string, body: unknown) => {
-    const res = await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': '1', 'Content-Type': 'application/yaml' }, body: stringify(body) });
+    const res = await fetch(`${hub.url}${path}`, { method: 'POST', headers: { 'X-Tenant-ID': String(tenant), 'Content-Type': 'application/yaml' }, body: stringify(body) });
     expect(res.status).toBe(201);
   };
   const table = `${w.name}_partners`;
-  await hub.services.connectors.ext.ensureTable(1, `ext.${table}`, [{ name: 'status', path: '$.status', type: 'text' }]);
+  await hub.services.connectors.ext.ensureTable(tenant, `ext.${table}`, [{ name: 'status', path: '$.status', type: 'text' }]);
   await owner.query(
-    `insert into ext_t1.${table} (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status)
-     select 1, ${w.key}, md5(g::text), '{}', $1, $2, ${w.status} from generate_series(1, $3) g`,
+    `insert into ext_t${tenant}.${table} (tenant_id, external_id, row_hash, data, connector_id, endpoint_id, status)
+     select ${tenant}, ${w.key}, md5(g::text), '{}', $1, $2, ${w.status} from generate_series(1, $3) g`,
     [CONNECTOR, ENDPOINT, w.records],
   );
   const columns = [
