@@ -107,4 +107,30 @@ describe('the dormancy sweep between tenants', () => {
     expect(big.filter((id) => id > late[0]!).length).toBeGreaterThan(BIG);
     expect(big.filter((id) => id > mark && id < late[0]!).length).toBeLessThanOrEqual(2 * TURN);
   });
+
+  it('a workflow deleted during the tick is not swept again in it', async () => {
+    // Tenant 1's six quiet workflows keep the tick going; tenant 2's is swept at each of its turns
+    // (`every` of zero) until it is deleted, after its first pass.
+    const db = hub.services.db;
+    let deleted = false;
+    let after = 0;
+    const watched = Object.create(db) as Database;
+    watched.withTenant = async (tenantId, fn, options) => {
+      if (tenantId === 2 && deleted) after++;
+      const result = await db.withTenant(tenantId, fn, options);
+      if (tenantId === 2 && !deleted) {
+        const res = await fetch(`${hub.url}/api/workflows/small-status`, { method: 'DELETE', headers: { 'X-Tenant-ID': '2' } });
+        expect(res.status).toBe(204);
+        deleted = true;
+      }
+      return result;
+    };
+    const done = await sweepWorkflows(watched, hub.services.events, { batch: BATCH, turn: TURN, every: 0 });
+    expect(deleted).toBe(true);
+    expect(done).toMatchObject({ started: 0, emitted: 0 });
+    expect(done.records).toBeGreaterThanOrEqual(6 * BIG);
+    // Its pass under way finds it gone (its reading transaction, then the one that ends a first pass
+    // of a deactivated tenant, which finds nothing to end), and no other pass begins.
+    expect(after).toBeLessThanOrEqual(2);
+  });
 });

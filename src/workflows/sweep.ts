@@ -176,7 +176,7 @@ export async function sweepWorkflows(
         }
         const pass = t.current;
         const before = pass.result.records;
-        let state: 'done' | 'more' | 'gone';
+        let state: 'done' | 'halted' | 'more' | 'gone';
         try {
           state = await sweepSlice(db, events, pass, opts.batch, () => pass.result.records - before >= left && waiting(t), going);
         } catch (err) {
@@ -188,6 +188,9 @@ export async function sweepWorkflows(
         if (state === 'more') break;
         t.current = undefined;
         if (state === 'gone') continue;
+        // Deleted, re-applied on another entity or state column, or its tenant deactivated: not swept
+        // again in this tick with the workflow it listed (the next tick lists it as it is then).
+        if (state === 'halted') t.began.delete(pass.w.id);
         total.workflows++;
         total.records += pass.result.records;
         total.started += pass.result.started;
@@ -203,10 +206,12 @@ export async function sweepWorkflows(
 
 /**
  * A slice of a pass over one workflow's entity: from the key after `pass.after`, until the entity's
- * end ('done') or, once a fetch is written and `yieldNow` says so, after that fetch ('more', the pass
- * goes on from there at its next slice); 'gone' when its entity cannot be read now or another pass has it.
+ * end ('done'; 'halted' when the workflow was deleted, re-applied on another entity or state column, or
+ * its tenant deactivated meanwhile) or, once a fetch is written and `yieldNow` says so, after that
+ * fetch ('more', the pass goes on from there at its next slice); 'gone' when its entity cannot be
+ * read now or another pass has it.
  */
-async function sweepSlice(db: Database, events: EventWriter, pass: Pass, batch: number, yieldNow: () => boolean, going: () => boolean): Promise<'done' | 'more' | 'gone'> {
+async function sweepSlice(db: Database, events: EventWriter, pass: Pass, batch: number, yieldNow: () => boolean, going: () => boolean): Promise<'done' | 'halted' | 'more' | 'gone'> {
   const { w, result } = pass;
   const readable = await db.withTenant(w.tenant_id, async (tx): Promise<{ relation: string } | { problem: string }> => {
     const found = await readableEntity(tx, w, pass.after ?? undefined);
@@ -361,7 +366,7 @@ async function sweepSlice(db: Database, events: EventWriter, pass: Pass, batch: 
       `workflow ${w.name}: ${result.skipped} record(s) of entity ${w.spec.entity} not tracked, their key longer than ${MAX_KEY_BYTES} bytes (the first begins ${JSON.stringify(firstSkipped.slice(0, 40))})`,
     );
   }
-  return 'done';
+  return swept.halted ? 'halted' : 'done';
 }
 
 /** The workflow's entity as a relation to read, or why it cannot be read now. */
