@@ -17,6 +17,17 @@ import { tenantTableSql } from './target/ddl.js';
 const H = { 'X-Tenant-ID': '1' };
 /** A key of 10,000 characters that do not compress: past what a btree index entry holds (about 2,700 bytes). */
 const LONG_KEY = randomBytes(5_000).toString('hex');
+/**
+ * A page of 2 MB holding 100,001 distinct keys in records of 50 (what JSON.parse builds slowest per
+ * byte: a table entry and hidden classes per key); 64 MiB of one object's distinct keys held the hub's
+ * event loop for a minute. As a GraphQL answer, the keys beside the records.
+ */
+const MANY_KEYS = (() => {
+  const records: string[] = [];
+  for (let k = 0; k < 100_001; k += 50) records.push(`{"id":${k},${Array.from({ length: Math.min(50, 100_001 - k) }, (_, j) => `"k${k + j}":0`).join(',')}}`);
+  return Buffer.from(`[${records.join(',')}]`);
+})();
+const GRAPHQL_MANY_KEYS = Buffer.from(`{"data": {"items": {"edges": [{"node": {"id": 1}}], "pageInfo": {"endCursor": null, "hasNextPage": false}}, "more": ${MANY_KEYS}}}`);
 let hub: TestHub;
 let source: Server;
 let sourceUrl: string;
@@ -131,6 +142,17 @@ beforeAll(async () => {
         res.writeHead(200, { 'content-type': 'application/json' });
         res.end(Buffer.concat([Buffer.from('[{"id": 1}'), Buffer.from([0xe9]), Buffer.from(', {"id": 2}]')]));
         return;
+      case '/many-keys':
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(MANY_KEYS);
+        return;
+      case '/graphql-many-keys':
+        req.resume();
+        req.on('end', () => {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.end(GRAPHQL_MANY_KEYS);
+        });
+        return;
       default:
         res.writeHead(404).end();
     }
@@ -193,6 +215,8 @@ beforeAll(async () => {
     }
     await applyConnector(tx, graphqlManifest('graphql-nul', '/graphql-nul'));
     await applyConnector(tx, manifest('latin1-structure', '/latin1-structure', { kind: 'none', response_path: '$' }));
+    await applyConnector(tx, manifest('many-keys', '/many-keys', { kind: 'none', response_path: '$' }));
+    await applyConnector(tx, graphqlManifest('graphql-many-keys', '/graphql-many-keys'));
     await applyConnector(tx, manifest('same-page', '/same-page', { kind: 'offset', offset_param: 'offset', limit_param: 'limit', limit: 3, response_path: '$.data' }));
   });
 }, 120_000);
@@ -335,6 +359,12 @@ describe('a hostile source through the hub', () => {
     expect(run).toMatchObject({ status: 'Completed', recordsIn: 3, recordsOut: 3, recordsSkipped: 0 });
     const watermark = await hub.services.db.withTenant(1, async (tx) => (await tx.query<{ watermark: string }>(`select e.watermark from connectors.endpoints e join connectors.connectors c on c.id = e.connector_id where c.name = $1`, [name])).rows[0]!.watermark);
     expect(watermark).toBe('2024-03-01');
+  }, 30_000);
+
+  it('a page of more distinct keys than a page may hold (100,001 in records of 50, 2 MB; 64 MiB of one object\'s held the event loop for a minute): the run fails naming the bound, nothing read; a GraphQL answer alike', async () => {
+    const refused = 'upstream answered HTTP 200 with a page of more than 100,000 distinct JSON object keys; refusing to build it in memory (ask the source for smaller pages)';
+    expect(await runToEnd('many-keys', 20_000)).toMatchObject({ status: 'Failed', recordsIn: 0, recordsOut: 0, errorMessage: refused });
+    expect(await runToEnd('graphql-many-keys', 20_000)).toMatchObject({ status: 'Failed', recordsIn: 0, recordsOut: 0, errorMessage: refused });
   }, 30_000);
 
   it('an error message holding a NUL (a GraphQL error\'s): the run ends Failed with it, the NUL shown as U+FFFD', async () => {

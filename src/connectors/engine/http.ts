@@ -8,7 +8,7 @@ import type { NetworkErrorContext } from '../../egress/network-error.js';
 import { CancelledError, DestinationRefusedError, isNetworkError, quote, RequestInvalidError, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
-import { hasMoreContainers, parseJsonExact } from './exact-json.js';
+import { type PageBounds, pageOverBounds, parseJsonExact, SHORT_STRING } from './exact-json.js';
 import { firstUndecodable } from '../../validation/undecodable.js';
 import { decodeUtf8Escaping, escapeBytes, incompleteUtf8End } from './utf8-escape.js';
 import { readStart } from '../../http-body.js';
@@ -342,24 +342,38 @@ export function charsetOf(headers: ResponseHeaders): string | undefined {
 const NO_CONTENT = new Set([204, 205]);
 
 /**
- * Most JSON objects and arrays one page may hold, as a SOAP page's elements are bounded
- * (soap/xml.ts MAX_XML_ELEMENTS): a page past it is refused before it is parsed.
+ * What one JSON page may make `JSON.parse` build (exact-json.ts pageOverBounds): objects and arrays,
+ * as a SOAP page's elements are bounded (soap/xml.ts MAX_XML_ELEMENTS); distinct keys, and distinct
+ * short strings, each of which costs a shared copy (a key also hidden classes). A page past one is
+ * refused before it is parsed.
  */
-export const MAX_PAGE_CONTAINERS = 1_000_000;
+export const PAGE_BOUNDS: Readonly<PageBounds> = { containers: 1_000_000, keys: 100_000, shortStrings: 500_000 };
 
-/** Below this many characters a page cannot hold more than MAX_PAGE_CONTAINERS (each takes two): not counted. */
-const COUNT_FROM_CHARS = 2 * MAX_PAGE_CONTAINERS;
+/** What a page past each bound holds too much of, for its message. */
+const OVER_BOUND: Record<keyof PageBounds, string> = {
+  containers: 'JSON objects and arrays',
+  keys: 'distinct JSON object keys',
+  shortStrings: `distinct JSON strings of up to ${SHORT_STRING} characters`,
+};
 
 /**
- * A 2xx body as JSON; a 204's or 205's (no content) is null, no records. A page holding more than
- * MAX_PAGE_CONTAINERS objects and arrays is refused unparsed: the byte limit alone lets 64 MiB of
- * `{},` build 22 million objects (1.5 GB of heap, the event loop held for most of a minute).
+ * Below this many characters a page cannot pass a bound: each object or array takes two, each
+ * distinct key six (`"k":0,`), each distinct short string four (`"s",`). Not counted.
+ */
+const COUNT_FROM_CHARS = Math.min(2 * PAGE_BOUNDS.containers, 6 * PAGE_BOUNDS.keys, 4 * PAGE_BOUNDS.shortStrings);
+
+/**
+ * A 2xx body as JSON; a 204's or 205's (no content) is null, no records. A page past PAGE_BOUNDS is
+ * refused unparsed: the byte limit alone lets 64 MiB of `{},` build 22 million objects (1.5 GB of
+ * heap, the event loop held for most of a minute), and 64 MiB of one object's distinct keys held it
+ * for seconds.
  */
 function parseJson(text: string, status: number, headers: ResponseHeaders): unknown {
   if (NO_CONTENT.has(status) && text.trim() === '') return null;
-  if (text.length > COUNT_FROM_CHARS && hasMoreContainers(text, MAX_PAGE_CONTAINERS)) {
+  const over = text.length > COUNT_FROM_CHARS ? pageOverBounds(text, PAGE_BOUNDS) : undefined;
+  if (over) {
     throw new UnreadableResponseError(
-      `upstream answered HTTP ${status} with a page of more than ${MAX_PAGE_CONTAINERS.toLocaleString('en-US')} JSON objects and arrays; refusing to build it in memory (ask the source for smaller pages)`,
+      `upstream answered HTTP ${status} with a page of more than ${PAGE_BOUNDS[over].toLocaleString('en-US')} ${OVER_BOUND[over]}; refusing to build it in memory (ask the source for smaller pages)`,
       status,
     );
   }

@@ -23,6 +23,16 @@ function page(res: ServerResponse, offset: number, limit: number): void {
   res.end(JSON.stringify({ data: ROWS.slice(offset, offset + limit) }));
 }
 
+/** JSON of `count` distinct keys named by `name`, in objects of 50 (each with an id). */
+function manyKeys(count: number, name: (k: number) => string): string {
+  const objects: string[] = [];
+  for (let k = 0; k < count; k += 50) {
+    const members = Array.from({ length: Math.min(50, count - k) }, (_, j) => `"${name(k + j)}":0`);
+    objects.push(`{"id":${k},${members.join(',')}}`);
+  }
+  return `[${objects.join(',')}]`;
+}
+
 function route(req: IncomingMessage, res: ServerResponse): void {
   const url = new URL(req.url ?? '/', 'http://x');
   const key = `${url.pathname}?${url.searchParams}`;
@@ -55,6 +65,33 @@ function route(req: IncomingMessage, res: ServerResponse): void {
     case '/many-objects':
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(`[${'{},'.repeat(1_000_000)}{}]`);
+      return;
+    // Text JSON.parse keeps one copy of per distinct value (a hash-table entry each; a key also a
+    // hidden class per object): 100,001 distinct keys in objects of 50 (2 MB), 500,001 distinct short
+    // strings (3 MB). As many keys repeated, or integer keys, or long strings, cost no such entry.
+    case '/many-keys':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(manyKeys(100_001, (k) => `k${k}`));
+      return;
+    case '/many-escaped-keys':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(manyKeys(100_001, (k) => `\\u006b${k}`));
+      return;
+    case '/many-short-strings':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`[{"id":"s1","v":[${Array.from({ length: 500_001 }, (_, i) => `"${i.toString(36)}"`).join(',')}]}]`);
+      return;
+    case '/many-escaped-strings':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`[{"id":"s1","v":[${Array.from({ length: 500_001 }, (_, i) => `"\\u0041\\u0042${i.toString(36)}"`).join(',')}]}]`);
+      return;
+    case '/repeated-keys':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`[${Array.from({ length: 300_000 }, (_, i) => `{"id":${i},"name":"n${i % 7}","status":"active","email":"customer${i}@example.com"}`).join(',')}]`);
+      return;
+    case '/integer-keys':
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(`[{"id":"m1","by_id":{${Array.from({ length: 400_000 }, (_, i) => `"${i + 1}":"record number ${i}"`).join(',')}}}]`);
       return;
     case '/braces-in-strings':
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -223,6 +260,32 @@ describe('a page of more objects and arrays than a page may build', () => {
     expect(result.error?.message).toBe('upstream answered HTTP 200 with a page of more than 1,000,000 JSON objects and arrays; refusing to build it in memory (ask the source for smaller pages)');
     expect(result.pages).toHaveLength(0);
     expect(hits.get('/many-objects?')).toBe(1);
+  });
+
+  it('a page of more than 100,000 distinct keys, or 500,000 distinct strings of up to 10 characters, is refused before it is parsed (JSON.parse keeps a shared copy of each, and hidden classes for keys: 7 million keys held the event loop for seconds), escaped ones counted alike', async () => {
+    const over = (what: string) => `upstream answered HTTP 200 with a page of more than ${what}; refusing to build it in memory (ask the source for smaller pages)`;
+    const cases: Array<[string, string]> = [
+      ['/many-keys', over('100,000 distinct JSON object keys')],
+      ['/many-escaped-keys', over('100,000 distinct JSON object keys')],
+      ['/many-short-strings', over('500,000 distinct JSON strings of up to 10 characters')],
+      ['/many-escaped-strings', over('500,000 distinct JSON strings of up to 10 characters')],
+    ];
+    for (const [path, message] of cases) {
+      const result = await readAll(connectorSpec(base), endpointSpec(path, none), engineContext());
+      expect(result.error).toBeInstanceOf(UnreadableResponseError);
+      expect(result.error?.message).toBe(message);
+      expect(result.pages).toHaveLength(0);
+      expect(hits.get(`${path}?`)).toBe(1);
+    }
+  });
+
+  it('reads a page of as many keys repeated (300,000 records of the same four), and a map keyed by 400,000 integers', async () => {
+    const repeated = await readAll(connectorSpec(base), endpointSpec('/repeated-keys', none), engineContext());
+    expect(repeated.error).toBeUndefined();
+    expect(repeated.items).toHaveLength(300_000);
+    const integers = await readAll(connectorSpec(base), endpointSpec('/integer-keys', none), engineContext());
+    expect(integers.error).toBeUndefined();
+    expect(Object.keys((integers.items[0] as { by_id: object }).by_id)).toHaveLength(400_000);
   });
 
   it('counts no brace inside a string', async () => {
