@@ -1,4 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
+import { JSONPath } from 'jsonpath-plus';
 import { queryCount, queryFirst, queryFlag, queryItems } from './jsonpath.js';
 
 describe('jsonpath wrapper', () => {
@@ -32,6 +33,32 @@ describe('jsonpath wrapper', () => {
     expect(queryItems({ rows: [[{ id: 1 }, { id: 2 }]] }, '$.rows[0]')).toEqual([{ id: 1 }, { id: 2 }]);
     // A name in quotes is text: `['a:b']` is no slice.
     expect(queryItems({ 'a:b': [{ id: 1 }, { id: 2 }] }, "$['a:b']")).toEqual([{ id: 1 }, { id: 2 }]);
+  });
+
+  it('a plain chain ending in [*] or .* selects as JSONPath does, without building a match per member (jsonpath-plus: 2.6 µs and 360 bytes each; 30 million numbers in a 64 MiB page took the hub past its heap)', () => {
+    const shapes: unknown[] = [
+      { data: [{ id: 1 }, null, 'x', 0, [1, 2], { id: 2 }] },
+      { data: [[1, 2]] },
+      { data: { a: 1, b: { c: 2 } } },
+      { data: 'text' },
+      { data: 7 },
+      { data: null },
+      { other: [1] },
+      [{ id: 1 }, { id: 2 }],
+      { 'a b': { list: [1, 2] } },
+    ];
+    for (const body of shapes) {
+      for (const path of ['$.data[*]', '$.data.*', '$[*]', "$['a b'].list[*]", '$["a b"][*]']) {
+        // What jsonpath-plus selects, taken as records as queryItems takes them (one array selected by [*]: one record).
+        const found = JSONPath({ path, json: body as object, wrap: true, eval: 'safe' }) as unknown[];
+        const records = found.length === 1 ? (found[0] === null || found[0] === undefined ? [] : [found[0]]) : found.filter((v) => v !== undefined);
+        expect({ path, body, items: queryItems(body, path) }).toEqual({ path, body, items: records });
+      }
+    }
+    const many = { data: new Array<number>(3_000_000).fill(0) };
+    const started = performance.now();
+    expect(queryItems(many, '$.data[*]')).toHaveLength(3_000_000);
+    expect(performance.now() - started).toBeLessThan(2_000);
   });
 
   it('reads cursors, counts and flags', () => {

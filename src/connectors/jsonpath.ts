@@ -29,6 +29,8 @@ function queryAll(json: unknown, path: string): unknown[] {
   if (typeof json !== 'object') return path === '$' ? [json] : [];
   // Measured without recursion (depthOf stops past the limit), and only for such paths.
   if (path.includes('..') && depthOf(json, PATH_DEPTH_LIMIT) > PATH_DEPTH_LIMIT) throw new TooDeepForPath(path);
+  const members = membersOf(json, path);
+  if (members) return members;
   const found = JSONPath({ path, json: json as object, wrap: true, eval: 'safe' }) as unknown[] | undefined;
   return Array.isArray(found) ? found : [];
 }
@@ -49,6 +51,22 @@ function simpleSegments(path: string): string[] | null {
     simplePaths.set(path, segments);
   }
   return segments;
+}
+
+/**
+ * What a plain chain ending in a wildcard (`$.data[*]`, `$.rows.*`, `$[*]`) selects, as JSONPath
+ * selects it (an array's elements, an object's member values, nothing of anything else), read
+ * without the JSONPath engine; undefined for any other path. jsonpath-plus builds a match of its own
+ * per member (2.6 µs and 360 bytes each): a page's million records took 2.6 s of the event loop, and
+ * 30 million numbers in a 64 MiB page more heap than the process has.
+ */
+function membersOf(json: unknown, path: string): unknown[] | undefined {
+  const chain = path.endsWith('[*]') ? path.slice(0, -3) : path.endsWith('.*') ? path.slice(0, -2) : undefined;
+  const segments = chain === undefined ? null : simpleSegments(chain);
+  if (!segments) return undefined;
+  const node = queryFirst(json, chain!);
+  if (Array.isArray(node)) return node;
+  return node !== null && typeof node === 'object' ? Object.values(node) : [];
 }
 
 /**
@@ -113,14 +131,16 @@ function endsPickingMembers(path: string): boolean {
  * - it selects nothing, null or undefined: no records.
  */
 export function queryItems(json: unknown, path: string): unknown[] {
-  const found = queryAll(json, path);
+  const members = membersOf(json, path);
+  const found = members ?? queryAll(json, path);
   if (found.length === 1) {
     const only = found[0];
     if (Array.isArray(only)) return endsPickingMembers(path) ? [only] : only;
     if (only === null || only === undefined) return [];
     return [only];
   }
-  return found.filter((v) => v !== undefined);
+  // JSON holds no undefined: the members a plain chain selects are the records as they are (no copy of a page's array).
+  return members ?? found.filter((v) => v !== undefined);
 }
 
 /** A count the source publishes (total_path, total_pages_path): a finite non-negative number or a numeric string. */
