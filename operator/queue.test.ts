@@ -55,6 +55,31 @@ describe('ReconcileQueue.addRateLimited', () => {
     }
   });
 
+  it('a retry that a change requeued at once gives its token back: one resource failing on every change of a storm does not hold up the retries of the others', async () => {
+    const c = clock();
+    const queue = new ReconcileQueue({ backoffBase: 1_000, backoffMax: 300_000, qps: 10, burst: 100, now: c.now });
+    try {
+      // A resource patched in a loop: each reconcile meets a newer version (409) and fails, and the
+      // watch event of the next patch, come meanwhile, requeues it at once: its delay never runs out.
+      queue.add('storm');
+      for (let i = 0; i < 5_000; i++) {
+        const key = (await queue.get())!;
+        queue.add('storm');
+        queue.addRateLimited(key);
+        queue.done(key);
+        c.advance(10);
+      }
+      // 50 s of it took no token: another resource failing now waits its own backoff, not 5,000 - 100 - 500 tokens at 10 a second.
+      expect(queue.addRateLimited('other')).toBe(1_000);
+      // A failure that waits out its delay still takes a token: the burst and the rate hold as before.
+      const next = Array.from({ length: 110 }, (_, i) => queue.addRateLimited(`m${i}`));
+      expect(next.at(-2)).toBe(1_000);
+      expect(next.at(-1)).toBe(1_100);
+    } finally {
+      queue.close();
+    }
+  });
+
   it('a closed queue (an ended term) hands out nothing and takes nothing', async () => {
     const queue = new ReconcileQueue({ backoffBase: 5, backoffMax: 10 });
     queue.add('a');

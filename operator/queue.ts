@@ -8,6 +8,9 @@ import { performance } from 'node:perf_hooks';
  * capped at `max`, reset by `forget` on success) and the wait for a token of one bucket shared by
  * every key (`qps` tokens a second, at most `burst` saved up), so a mass failure (the hub's database
  * down, every resource failing at once) retries at `qps` overall instead of all keys together.
+ * Unlike client-go, a token whose retry is not needed (the key was requeued by a change before its
+ * delay was out, or was waiting already) is given back, so that a key failing on each change of a
+ * storm of changes does not put the bucket in debt for every other key.
  * A queue lives for one leadership term: once closed it hands out nothing again.
  */
 export interface QueueOptions {
@@ -41,11 +44,22 @@ export class TokenBucket {
   /** Takes a token (possibly one not there yet) and returns how long to wait for it, in ms. */
   reserve(): number {
     if (!(this.qps > 0)) return 0;
+    this.refill();
+    this.tokens -= 1;
+    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens / this.qps) * 1000);
+  }
+
+  /** Gives back a token `reserve` took for a wait that ended before it was used (x/time/rate's `Reservation.Cancel`). */
+  cancel(): void {
+    if (!(this.qps > 0)) return;
+    this.refill();
+    this.tokens = Math.min(this.burst, this.tokens + 1);
+  }
+
+  private refill(): void {
     const now = this.now();
     this.tokens = Math.min(this.burst, this.tokens + ((now - this.at) / 1000) * this.qps);
     this.at = now;
-    this.tokens -= 1;
-    return this.tokens >= 0 ? 0 : Math.ceil((-this.tokens / this.qps) * 1000);
   }
 }
 
@@ -57,6 +71,8 @@ export class ReconcileQueue {
   private readonly failures = new Map<string, number>();
   /** Keys waiting out a delay, and when each is due (on `now`). */
   private readonly delayed = new Map<string, number>();
+  /** The delayed keys holding a token of the bucket (addRateLimited): one requeued before it is due gives it back. */
+  private readonly holding = new Set<string>();
   /** The timer of the earliest delay, and when (on `now`) it was set for. */
   private timer: { handle: NodeJS.Timeout; at: number } | undefined;
   private readonly now: () => number;
@@ -84,8 +100,10 @@ export class ReconcileQueue {
 
   add(key: string): void {
     if (this.closed) return;
-    // An earlier add ends the delay (its timer, if it was the earliest, finds nothing due and moves on).
-    this.delayed.delete(key);
+    // An earlier add ends the delay (its timer, if it was the earliest, finds nothing due and moves on),
+    // and the retry it waited for, and its token, are not used: a resource failing on every change of
+    // a storm of them (each reconcile meeting a newer version) takes nothing from the other keys' retries.
+    if (this.delayed.delete(key) && this.holding.delete(key)) this.bucket.cancel();
     if (this.active.has(key)) {
       this.dirty.add(key);
       return;
@@ -97,11 +115,13 @@ export class ReconcileQueue {
   }
 
   /** Adds the key once `delayMs` have passed on the clock (`now`; an earlier `add` wins). */
-  addAfter(key: string, delayMs: number): void {
-    if (this.closed || this.delayed.has(key) || this.waiting.has(key)) return;
+  /** Returns whether the key waits out this delay (not when closed, waiting already, or waiting out another). */
+  addAfter(key: string, delayMs: number): boolean {
+    if (this.closed || this.delayed.has(key) || this.waiting.has(key)) return false;
     const at = this.now() + delayMs;
     this.delayed.set(key, at);
     if (!this.timer || at < this.timer.at) this.arm(at);
+    return true;
   }
 
   /** How long (ms on the clock) the key still waits out its delay; undefined when it waits out none. */
@@ -117,7 +137,11 @@ export class ReconcileQueue {
   addDue(): string[] {
     const now = this.now();
     const due = [...this.delayed].filter(([, at]) => at <= now).map(([key]) => key);
-    for (const key of due) this.add(key);
+    for (const key of due) {
+      // Due: its token is used.
+      this.holding.delete(key);
+      this.add(key);
+    }
     let next: number | undefined;
     for (const at of this.delayed.values()) if (next === undefined || at < next) next = at;
     if (next === undefined) this.disarm();
@@ -142,12 +166,17 @@ export class ReconcileQueue {
     this.timer = undefined;
   }
 
-  /** Adds the key after its delay (the larger of its backoff and the shared bucket's) and counts a failure; returns the delay. */
+  /**
+   * Adds the key after its delay (the larger of its backoff and the shared bucket's) and counts a
+   * failure; returns the delay. The token is given back when the key waits already (queued, or
+   * delayed holding its own), or once an `add` requeues it before the delay is out.
+   */
   addRateLimited(key: string): number {
     const failures = this.failures.get(key) ?? 0;
     this.failures.set(key, failures + 1);
     const delay = Math.max(Math.min(this.options.backoffMax, this.options.backoffBase * 2 ** failures), this.bucket.reserve());
-    this.addAfter(key, delay);
+    if (this.addAfter(key, delay)) this.holding.add(key);
+    else this.bucket.cancel();
     return delay;
   }
 
@@ -184,6 +213,7 @@ export class ReconcileQueue {
     this.closed = true;
     this.disarm();
     this.delayed.clear();
+    this.holding.clear();
     for (const wake of this.wakers.splice(0)) wake();
   }
 }
