@@ -1139,6 +1139,24 @@ describe('operator instances and namespaces', () => {
     }
   });
 
+  it('takes the namespaces in turn: a resource of one namespace is reconciled while hundreds queued before it in another wait, not after them', async () => {
+    const op = operator('fair', { namespaces: ['fair-flood', 'fair-quiet'] });
+    await op.start();
+    try {
+      const flood = Array.from({ length: 300 }, (_, i) => `f${i}`);
+      for (const name of flood) api.apply('widgets', widget('fair-flood', name));
+      await until('the flood queued', () => op.health().data.queued === flood.length || flood.some((name) => isReady('fair-flood', name)));
+      api.apply('widgets', widget('fair-quiet', 'q1'));
+      await until('q1 Ready', () => isReady('fair-quiet', 'q1'), 120_000);
+      const floodReady = flood.filter((name) => isReady('fair-flood', name)).length;
+      // In one line, q1 waited for all 300 (each a finalizer, two status writes and an apply).
+      expect(floodReady).toBeLessThan(flood.length / 2);
+      await until('the flood Ready', () => flood.every((name) => isReady('fair-flood', name)), 120_000);
+    } finally {
+      await op.stop();
+    }
+  }, 240_000);
+
   it('watches each of several namespaces, and nothing across them', async () => {
     const op = operator('several', { namespaces: ['one', 'two'] });
     await op.start();

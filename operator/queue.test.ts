@@ -30,6 +30,42 @@ describe('TokenBucket', () => {
   });
 });
 
+describe('ReconcileQueue.get', () => {
+  it('hands keys out group by group in turn (the operator groups them by namespace), first in first out within a group: a flood of keys in one does not hold up another', async () => {
+    const queue = new ReconcileQueue({ backoffBase: 5, backoffMax: 10, groupOf: (key) => key.split('/')[1]! });
+    try {
+      for (let i = 0; i < 1_000; i++) queue.add(`w/flood/f${i}`);
+      queue.add('w/quiet/q1');
+      queue.add('w/other/o1');
+      queue.add('w/quiet/q2');
+      expect(queue.length).toBe(1_003);
+      const handed: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        const key = (await queue.get())!;
+        handed.push(key);
+        queue.done(key);
+      }
+      expect(handed).toEqual(['w/flood/f0', 'w/quiet/q1', 'w/other/o1', 'w/flood/f1', 'w/quiet/q2', 'w/flood/f2']);
+      // A key added again while handed out waits at the end of its group's line.
+      const key = (await queue.get())!;
+      queue.add(key);
+      queue.done(key);
+      expect(key).toBe('w/flood/f3');
+      expect(queue.length).toBe(997);
+      const rest: string[] = [];
+      while (queue.length) {
+        const next = (await queue.get())!;
+        rest.push(next);
+        queue.done(next);
+      }
+      expect(rest.at(-1)).toBe('w/flood/f3');
+      expect(queue.idle).toBe(true);
+    } finally {
+      queue.close();
+    }
+  });
+});
+
 describe('ReconcileQueue.addRateLimited', () => {
   it("defaults to client-go's controller rate limiter: 10 qps, burst 100", () => {
     expect([DEFAULT_QPS, DEFAULT_BURST]).toEqual([10, 100]);

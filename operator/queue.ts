@@ -22,6 +22,11 @@ export interface QueueOptions {
   burst?: number;
   /** Monotonic milliseconds (tests move it). */
   now?: () => number;
+  /**
+   * The group of a key (the operator's: its namespace). Waiting keys are handed out one group after
+   * the other in turn, in order within a group. Undefined: one group.
+   */
+  groupOf?: (key: string) => string;
 }
 
 export const DEFAULT_QPS = 10;
@@ -65,7 +70,10 @@ export class TokenBucket {
 
 export class ReconcileQueue {
   private readonly waiting = new Set<string>();
-  private readonly order: string[] = [];
+  /** The waiting keys of each group that has any, in order; the groups in the order they take turns. */
+  private readonly lines = new Map<string, string[]>();
+  /** Waiting keys, all groups together. */
+  private count = 0;
   private readonly active = new Set<string>();
   private readonly dirty = new Set<string>();
   private readonly failures = new Map<string, number>();
@@ -90,12 +98,12 @@ export class ReconcileQueue {
   }
 
   get length(): number {
-    return this.order.length;
+    return this.count;
   }
 
   /** No key waits, is handed out, or waits out a delay. */
   get idle(): boolean {
-    return this.order.length === 0 && this.active.size === 0 && this.delayed.size === 0;
+    return this.count === 0 && this.active.size === 0 && this.delayed.size === 0;
   }
 
   add(key: string): void {
@@ -110,7 +118,11 @@ export class ReconcileQueue {
     }
     if (this.waiting.has(key)) return;
     this.waiting.add(key);
-    this.order.push(key);
+    const group = this.options.groupOf?.(key) ?? '';
+    const line = this.lines.get(group);
+    if (line) line.push(key);
+    else this.lines.set(group, [key]);
+    this.count++;
     this.wakers.shift()?.();
   }
 
@@ -189,16 +201,31 @@ export class ReconcileQueue {
     return this.failures.get(key) ?? 0;
   }
 
-  /** The next key, waiting until there is one; undefined once closed. */
+  /**
+   * The next key, waiting until there is one; undefined once closed. The first of the group whose turn
+   * it is, which then goes to the back of the turns: a group with thousands of keys waiting (a flood
+   * of resources in one namespace) takes one turn in each round, like any other.
+   */
   async get(): Promise<string | undefined> {
     while (!this.closed) {
-      const key = this.order.shift();
+      const key = this.next();
       if (key !== undefined) {
         this.waiting.delete(key);
         this.active.add(key);
         return key;
       }
       await new Promise<void>((resolve) => this.wakers.push(resolve));
+    }
+    return undefined;
+  }
+
+  private next(): string | undefined {
+    for (const [group, line] of this.lines) {
+      const key = line.shift()!;
+      this.lines.delete(group);
+      if (line.length) this.lines.set(group, line);
+      this.count--;
+      return key;
     }
     return undefined;
   }

@@ -239,7 +239,8 @@ export class Operator {
   async start(): Promise<void> {
     if (this.term) return;
     const term = new Term(
-      new ReconcileQueue({ backoffBase: this.options.backoffBase, backoffMax: this.options.backoffMax, qps: this.options.qps, burst: this.options.burst, now: this.monotonic }),
+      // The namespaces take turns (keyOf: kind/namespace/name): a flood of resources in one does not hold up the others'.
+      new ReconcileQueue({ backoffBase: this.options.backoffBase, backoffMax: this.options.backoffMax, qps: this.options.qps, burst: this.options.burst, now: this.monotonic, groupOf: namespaceOfKey }),
     );
     this.term = term;
     for (const kind of this.options.kinds) {
@@ -1171,6 +1172,9 @@ export class Operator {
     if (this.options.leading && !this.options.leading()) throw new NotLeading();
   }
 }
+
+/** The namespace of a queue key (Operator.keyOf: `<plural>.<group>/<namespace>/<name>`). */
+const namespaceOfKey = (key: string): string => key.slice(key.indexOf('/') + 1, key.lastIndexOf('/'));
 
 /** The longest the fence of a hub write waits for the API server (the write's transaction is open meanwhile). */
 export const FENCE_TIMEOUT = 10_000;
