@@ -293,6 +293,34 @@ export function depthOf(value: unknown, max = MAX_JSON_DEPTH): number {
 }
 
 /**
+ * Whether a parsed value holds more objects and arrays, or more keys in all its objects, than a body may
+ * (MAX_JSON_CONTAINERS, MAX_JSON_KEYS): `holds more than 50,000 objects and arrays` or `… keys`,
+ * completing a sentence about the value; undefined when it holds less. For a document that did not come
+ * through the HTTP body parser (a custom resource the operator applies). It stops at one past the limit
+ * (so no count is given): a value whose parts are shared (YAML aliases) or that contains itself is
+ * walked no further than that.
+ */
+export function overValueLimits(value: unknown): string | undefined {
+  let containers = 0;
+  let keys = 0;
+  const stack: unknown[] = [value];
+  while (stack.length) {
+    const v = stack.pop();
+    if (typeof v !== 'object' || v === null || v instanceof ExactNumber) continue;
+    if (++containers > MAX_JSON_CONTAINERS) return `holds more than ${MAX_JSON_CONTAINERS.toLocaleString('en-US')} objects and arrays`;
+    if (Array.isArray(v)) {
+      for (const child of v) stack.push(child);
+      continue;
+    }
+    for (const key of Object.keys(v)) {
+      if (++keys > MAX_JSON_KEYS) return `holds more than ${MAX_JSON_KEYS.toLocaleString('en-US')} keys`;
+      stack.push((v as Record<string, unknown>)[key]);
+    }
+  }
+  return undefined;
+}
+
+/**
  * A copy of `value` down to `max` levels (the value itself is level 1): each object or array below
  * that becomes `marker` (a text saying so). Without recursion, so that a document of any depth can
  * be cut. For keeping a record too deep to store (a dead letter's payload, and reading its key from
