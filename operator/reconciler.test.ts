@@ -1632,6 +1632,16 @@ describe('status, ownership and conflicts', () => {
     await restart(() => undefined);
   });
 
+  it('refuses a resource holding more objects and arrays than an HTTP body may (Invalid), as the apply route does', async () => {
+    const name = 'crowded';
+    api.apply('connectors', { ...open, metadata: { name, namespace: NS, labels: { 'svc.io/tenant': 'default' } }, spec: { ...(open.spec as object), extra: Array.from({ length: 60_000 }, () => ({})) } });
+    const invalid = await until('Invalid', () => cond(name, 'Ready')?.reason === 'Invalid' && cond(name, 'Ready'), 30_000);
+    expect(invalid.message).toBe('a manifest holds more than 50,000 objects and arrays');
+    expect((await hubGet(`/api/connectors/${name}`)).status).toBe(404);
+    api.remove(API_VERSION, 'connectors', NS, name);
+    await until('the resource gone', () => !get(name));
+  });
+
   it('gives the fence of a hub write up when the API server does not answer it in time: the write is rolled back, KubernetesApiError on the status, retried', async () => {
     const name = 'fence-stalled';
     put(name);
