@@ -67,8 +67,9 @@ describe('kill -9 during migrations', () => {
       drop function connectors.resume_cleared_with_watermark();
       drop function connectors.run_open(uuid, text);
       drop index connectors.dead_letters_tenant_unresolved;
+      drop index connectors.runs_connector_completed;
       delete from public.svc_schema_history where schema = 'connectors' and version >= 12`);
-    expect(readMigrations().filter((f) => f.schema === 'connectors').map((f) => f.version).filter((v) => v >= 12)).toEqual([12, 13, 14, 15, 16]);
+    expect(readMigrations().filter((f) => f.schema === 'connectors').map((f) => f.version).filter((v) => v >= 12)).toEqual([12, 13, 14, 15, 16, 17]);
 
     // The file's first statement (the function) runs, its second (the trigger) waits for the table.
     const locker = await client(url);

@@ -100,11 +100,13 @@ export interface RunHistory {
  */
 export async function purgeEnded(db: Database, runs: RunHistory, retentionDays: number, batch?: number): Promise<number> {
   if (retentionDays <= 0) return 0;
+  return deleteWalking(db, runs.job, purgeEndedStatement(runs), [retentionDays], batch);
+}
+
+/** One batch of `purgeEnded`: $1 the retention in days, $2 where the walk is (null at its start), $3 the batch size. */
+export function purgeEndedStatement(runs: RunHistory): string {
   const { table } = runs;
-  return deleteWalking(
-    db,
-    runs.job,
-    `with after as (
+  return `with after as (
        select coalesce(($2::text[])[1]::timestamptz, '-infinity') as ended_at,
               coalesce(($2::text[])[2]::uuid, '00000000-0000-0000-0000-000000000000') as id),
      gone as (
@@ -117,8 +119,5 @@ export async function purgeEnded(db: Database, runs: RunHistory, retentionDays: 
        returning id, ended_at)
      select count(*)::int as n,
             (select array[g.ended_at::text, g.id::text] from gone g order by g.ended_at desc, g.id desc limit 1) as last
-       from gone`,
-    [retentionDays],
-    batch,
-  );
+       from gone`;
 }

@@ -1,5 +1,5 @@
 import type { Database } from '../../db/database.js';
-import { purgeEnded, purgeRecorded } from '../../db/retention.js';
+import { purgeEnded, purgeRecorded, type RunHistory } from '../../db/retention.js';
 
 /**
  * The daily purge of resolved dead letters (04:50 UTC, by the background roles' leader;
@@ -35,17 +35,21 @@ export function purgeDeadLetters(db: Database, retentionDays: number, batch?: nu
  * A Running run stays whatever its age. 0 days keeps every run (src/db/retention.ts, `purgeEnded`).
  */
 export function purgeConnectorRuns(db: Database, retentionDays: number, batch?: number): Promise<number> {
-  return purgeEnded(
-    db,
-    {
-      job: 'connector-run-retention',
-      table: 'connectors.runs',
-      goes: `exists (select 1 from connectors.runs n where n.connector_id = r.connector_id and n.started_at > r.started_at)
-         and (r.status <> 'Completed'
-              or exists (select 1 from connectors.runs n where n.connector_id = r.connector_id and n.status = 'Completed' and n.ended_at > r.ended_at))
-         and not exists (select 1 from connectors.dead_letters d where d.run_id = r.id)`,
-    },
-    retentionDays,
-    batch,
-  );
+  return purgeEnded(db, CONNECTOR_RUNS, retentionDays, batch);
 }
+
+/**
+ * The runs table as `purgeEnded` walks it. "A newer run" and "a newer Completed run" are asked as the
+ * connector's latest start and latest Completed end, each one probe of an index's end per run read
+ * (`runs_connector`; `runs_connector_completed`, connectors V17). Asked as `exists (… n.ended_at >
+ * r.ended_at)`, the planner scanned the table for each run, expecting a match within a few rows where
+ * the rows after an old run come last: a connector of a million runs took minutes per batch.
+ */
+export const CONNECTOR_RUNS: RunHistory = {
+  job: 'connector-run-retention',
+  table: 'connectors.runs',
+  goes: `r.started_at < (select max(n.started_at) from connectors.runs n where n.connector_id = r.connector_id)
+         and (r.status <> 'Completed'
+              or r.ended_at < (select max(n.ended_at) from connectors.runs n where n.connector_id = r.connector_id and n.status = 'Completed'))
+         and not exists (select 1 from connectors.dead_letters d where d.run_id = r.id)`,
+};
