@@ -64,7 +64,7 @@ interface OutboxLoopOptions {
   /**
    * Passes in a row in which an event's handling, alone, may fail (not as the database or the network
    * away or busy: isUnavailableOrBusy) before the event is set aside (svc.events.set-aside-after;
-   * 0: never). Default 5.
+   * 0: never). Default 10.
    */
   setAsideAfter?: number;
 }
