@@ -13,12 +13,15 @@ export type EngineRunStatus = 'Failed' | 'Partial' | 'Cancelled';
 /** Longest upstream body quoted in a message. */
 export const BODY_QUOTE_LIMIT = 500;
 
+/** The most characters a message quotes of one short value an upstream gave (a URL, a header such as the content type): a header block may hold 16 KiB. */
+export const SHORT_QUOTE_LIMIT = 200;
+
 /** The redirects: the engine follows none of them (a redirect could carry the connector's credentials to another host). */
 export const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308]);
 
-/** A redirect's Location as a message shows it: its address without credentials, query and fragment (which may carry a signed token), at most 200 characters. Webhook attempts name it the same way (src/webhooks/sender.ts). */
+/** A redirect's Location as a message shows it: its address without credentials, query and fragment (which may carry a signed token), at most SHORT_QUOTE_LIMIT characters. Webhook attempts name it the same way (src/webhooks/sender.ts). */
 export function redirectTarget(location: string): string {
-  return quote(maskUserinfo(location).replace(/[?#][\s\S]*$/, '…'), 200);
+  return quote(maskUserinfo(location).replace(/[?#][\s\S]*$/, '…'), SHORT_QUOTE_LIMIT);
 }
 
 /** The statuses the retry policy retries (spec 3 Limits). */

@@ -5,7 +5,7 @@ import { logger } from '../../observability/logger.js';
 import { delay, type TokenBucket } from '../rate-limit.js';
 import { isEgressDenied } from '../../egress/policy.js';
 import type { NetworkErrorContext } from '../../egress/network-error.js';
-import { CancelledError, DestinationRefusedError, isNetworkError, quote, RequestInvalidError, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
+import { CancelledError, DestinationRefusedError, isNetworkError, quote, RequestInvalidError, SHORT_QUOTE_LIMIT, TRANSIENT_STATUSES, UnreadableResponseError, UpstreamNetworkError } from './errors.js';
 import type { ComposedRequest } from './request.js';
 import { backoffDelay, type RetryPolicy } from './retry.js';
 import { type PageBounds, pageOverBounds, parseJsonExact, SHORT_STRING } from './exact-json.js';
@@ -268,7 +268,7 @@ export async function readPageText(
   } catch {
     // Leaving the loop at once closes the body (as an error thrown inside it does below).
     for await (const _ of body) break;
-    throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body in charset ${charset}, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)`, status);
+    throw new UnreadableResponseError(`upstream answered HTTP ${status} with a body in charset ${quote(charset, SHORT_QUOTE_LIMIT)}, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)`, status);
   }
   const escaping = escapeInvalidUtf8 && decoder.encoding === 'utf-8';
   let text = '';
@@ -334,7 +334,7 @@ function notDecodable(status: number, encoding: string, offset: number): Error {
 
 /** The charset parameter of a content type, if any. */
 export function charsetOf(headers: ResponseHeaders): string | undefined {
-  const match = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentType(headers));
+  const match = /;\s*charset\s*=\s*"?([^";\s]+)"?/i.exec(contentTypeHeader(headers));
   return match?.[1];
 }
 
@@ -384,7 +384,13 @@ function parseJson(text: string, status: number, headers: ResponseHeaders): unkn
   }
 }
 
+/** The content type of an answer as a message quotes it: at most SHORT_QUOTE_LIMIT characters. */
 export function contentType(headers: ResponseHeaders): string {
+  return quote(contentTypeHeader(headers), SHORT_QUOTE_LIMIT);
+}
+
+/** The content type of an answer, whole (up to undici's 16 KiB of headers): to read, never to quote. */
+function contentTypeHeader(headers: ResponseHeaders): string {
   const type = headers['content-type'];
   return Array.isArray(type) ? type.join(', ') : (type ?? 'none');
 }

@@ -1,4 +1,5 @@
 import { type AddressInfo, createServer as createNetServer, type Socket } from 'node:net';
+import { createServer as createHttpServer } from 'node:http';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
@@ -243,6 +244,32 @@ describe('retry policy', () => {
     const result = await readAll(connectorSpec(source.url), endpointSpec('/html/partners', offset()), engineContext());
     expect(result.error).toBeInstanceOf(UnreadableResponseError);
     expect(result.error?.message).toBe('upstream answered HTTP 200 with a body that is not JSON (content-type text/html): <html><body>maintenance</body></html>');
+  });
+
+  it('quotes at most 200 characters of the content type or charset, whatever the header holds', async () => {
+    // undici takes header blocks of up to 16 KiB: quoted whole, one header made as long a run error, event and log line.
+    const long = 'x'.repeat(10_000);
+    const types: Record<string, string> = { '/json': `text/html; p=${long}`, '/empty': `text/html; p=${long}`, '/charset': `application/json; charset=${long}` };
+    const server = createHttpServer((req, res) => {
+      const path = (req.url ?? '').replace(/\?.*/, '');
+      res.writeHead(200, { 'content-type': types[path] ?? 'text/plain' });
+      res.end(path === '/empty' ? '' : '<html>maintenance</html>');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    try {
+      const shown = `text/html; p=${long}`.slice(0, 200);
+      const json = await readAll(connectorSpec(url), endpointSpec('/json', offset()), engineContext());
+      expect(json.error?.message).toBe(`upstream answered HTTP 200 with a body that is not JSON (content-type ${shown}…): <html>maintenance</html>`);
+      const empty = await readAll(connectorSpec(url), endpointSpec('/empty', offset()), engineContext({}, { retry: { attempts: 1, baseDelayMs: 1, maxDelayMs: 1 } }));
+      expect(empty.error?.message).toContain(`(content-type ${shown}…)`);
+      const charset = await readAll(connectorSpec(url), endpointSpec('/charset', offset()), engineContext());
+      expect(charset.error?.message).toBe(
+        `upstream answered HTTP 200 with a body in charset ${long.slice(0, 200)}…, which the hub cannot decode (declare UTF-8 or another charset of the WHATWG Encoding Standard)`,
+      );
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 });
 

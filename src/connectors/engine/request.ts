@@ -5,7 +5,7 @@ import type { Position } from '../pagination/types.js';
 import type { ConnectorSpec, EndpointSpec, HttpMethod } from '../types.js';
 import { soapAccept, soapEnvelope, soapHeaders } from '../soap/envelope.js';
 import { maskUserinfo } from '../../observability/url-redaction.js';
-import { CredentialError, PaginationError, quote, RequestInvalidError } from './errors.js';
+import { CredentialError, PaginationError, quote, RequestInvalidError, SHORT_QUOTE_LIMIT } from './errors.js';
 import { redactSecrets } from '../../observability/secret-forms.js';
 import { queryCredentials } from '../auth/stated-credentials.js';
 import { ExactNumber, jsonText } from './exact-json.js';
@@ -45,7 +45,7 @@ export function endpointUrl(connector: ConnectorSpec, endpoint: EndpointSpec): U
   try {
     return new URL(base + rest);
   } catch {
-    throw new RequestInvalidError(`the address ${quote(maskUserinfo(base + rest), 200)} is not a valid URL; fix spec.base_url (apply reads it as a request does)`);
+    throw new RequestInvalidError(`the address ${quote(maskUserinfo(base + rest), SHORT_QUOTE_LIMIT)} is not a valid URL; fix spec.base_url (apply reads it as a request does)`);
   }
 }
 
@@ -187,7 +187,7 @@ export function redactUrl(url: URL, auth: AuthParts): string {
 }
 
 /** The most characters of a source's URL (a next link) a message or a shown position quotes. */
-export const SHOWN_URL_CHARS = 200;
+export const SHOWN_URL_CHARS = SHORT_QUOTE_LIMIT;
 
 /**
  * A URL the source gave (a next link) as messages and a stored position name it: masked as redactUrl
