@@ -483,6 +483,25 @@ describe('a Connector resource', () => {
     }
   });
 
+  it('forgets a deleted scheduled resource in its memory of CronJobs of the old layout looked for (it held each uid until leadership changed)', async () => {
+    const checked = (operator as unknown as { term: { legacyChecked: Set<string> } }).term.legacyChecked;
+    await settled();
+    const before = checked.size;
+    const offset = example('offset.yaml');
+    const names = ['forget-0', 'forget-1', 'forget-2', 'forget-3', 'forget-4'];
+    for (const name of names) api.apply('connectors', { ...offset, metadata: { ...offset.metadata, name, namespace: NS } });
+    await until('their CronJobs', () => names.every((name) => cronJob(`connector-team-a-${name}`)));
+    await settled();
+    const uids = names.map((name) => connector(name)!.metadata.uid!);
+    expect(uids.filter((uid) => checked.has(uid))).toEqual(uids);
+    expect(checked.size).toBe(before + names.length);
+    for (const name of names) api.remove(API_VERSION, 'connectors', NS, name);
+    await until('the resources gone', () => names.every((name) => !connector(name)));
+    await settled();
+    expect(uids.filter((uid) => checked.has(uid))).toEqual([]);
+    expect(checked.size).toBe(before);
+  });
+
   it('serves every registered kind from its CRD name', () => {
     expect(MANIFEST_KINDS.map(crdNameOf)).toContain('connectors.connectors.svc.io');
   });

@@ -170,7 +170,7 @@ class Term {
   runPoll: NodeJS.Timeout | undefined;
   /** Database time of the last look for runs. */
   runsSeenAt: Date | undefined;
-  /** Resources whose CronJob of the old layout (in their own namespace) was looked for. */
+  /** Resources (uids) whose CronJob of the old layout (in their own namespace) was looked for; a deleted one's is forgotten. */
   readonly legacyChecked = new Set<string>();
   /**
    * Per key, the resource as each status write of the operator's not yet reported back by the watch
@@ -260,9 +260,12 @@ export class Operator {
         });
         // Deleted: the reconcile cleans up. A resource that left this instance's selection (its label
         // changed; the API server reports it deleted from the selection) is no longer ours: left alone.
+        // Its uid is forgotten too (a uid is never reused): kept, each deleted scheduled resource held
+        // its entry of legacyChecked until leadership changed.
         informer.on('delete', (o: Resource) => {
           term.ownWrites.delete(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
           term.rejected.delete(this.keyOf(kind, o.metadata.namespace, o.metadata.name));
+          if (o.metadata.uid) term.legacyChecked.delete(o.metadata.uid);
           enqueue(o);
         });
         term.resources.push(watched);
