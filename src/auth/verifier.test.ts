@@ -687,6 +687,49 @@ describe('verified tokens remembered', () => {
     }
   });
 
+  it('a key set fetched again that brings the same keys (for a forged signature, a kid it lacks, its age) keeps the tokens remembered with the set before; one bringing other keys forgets them', async () => {
+    const relay = await keySetRelay(['rs-1']);
+    const later = fakeWallClock();
+    try {
+      const verifier = await warmVerifier({ jwksUri: relay.jwksUri, timings: { maxAgeMs: 100_000 } });
+      const [a, b] = await Promise.all(['a', 'b'].map((subject) => issuer.mint({ tenant_id: 1 }, { subject, alg: 'RS256', expiresIn: 3_600 })));
+      const claims = [await verifier.verify(a!), await verifier.verify(b!)];
+      const checks = fullChecks();
+      /** The full checks `run` makes. */
+      const checksOf = async (run: () => Promise<unknown>) => {
+        const before = checks.mock.calls.length;
+        await run();
+        return checks.mock.calls.length - before;
+      };
+      const bothRemembered = async () => {
+        expect(await checksOf(async () => expect(await verifier.verify(a!)).toBe(claims[0]))).toBe(0);
+        expect(await checksOf(async () => expect(await verifier.verify(b!)).toBe(claims[1]))).toBe(0);
+      };
+      // An attacker's token past the cooldown (a signature no key holds, then a kid the set lacks) has the set fetched again: the same keys.
+      later(31_000);
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { rogue: true }))).rejects.toThrow(/ERR_JWS_SIGNATURE_VERIFICATION_FAILED/);
+      expect(relay.hits).toBe(2);
+      await bothRemembered();
+      later(31_000);
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'ES256' }))).rejects.toThrow(/ERR_JWKS_NO_MATCHING_KEY/);
+      expect(relay.hits).toBe(3);
+      await bothRemembered();
+      // Past maxAgeMs the token used first takes the whole path (jose fetches the set: the same keys); the other stays remembered.
+      later(100_001);
+      expect(await checksOf(async () => expect(await verifier.verify(a!)).toEqual(claims[0]))).toBe(1);
+      expect(relay.hits).toBe(4);
+      expect(await checksOf(async () => expect(await verifier.verify(b!)).toBe(claims[1]))).toBe(0);
+      // The provider adds a key: the set fetched for a token naming it is another set, and the tokens remembered before are verified again.
+      relay.kids = ['rs-1', 'es-1'];
+      later(31_000);
+      await expect(verifier.verify(await issuer.mint({ tenant_id: 1 }, { alg: 'ES256', subject: 'new-key' }))).resolves.toMatchObject({ sub: 'new-key' });
+      expect(relay.hits).toBe(5);
+      expect(await checksOf(async () => expect(await verifier.verify(b!)).toEqual(claims[1]))).toBe(1);
+    } finally {
+      await relay.close();
+    }
+  });
+
   it('while the provider is down, a remembered token is answered as long as the key set fetched last stands in (staleMaxMs)', async () => {
     const relay = await keySetRelay(['rs-1', 'es-1']);
     const later = fakeWallClock();

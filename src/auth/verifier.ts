@@ -80,9 +80,11 @@ interface Verified {
   payload: JWTPayload;
   /** `exp` plus the clock tolerance, in ms since the epoch: from then on jose refuses the token as expired. */
   until: number;
-  /** The key set (as last fetched) that verified it. */
-  jwks: ExportedJWKSCache['jwks'];
+  /** The key set that verified it, as currentKeySet() names it. */
+  jwks: Jwks;
 }
+
+type Jwks = ExportedJWKSCache['jwks'];
 
 /** Why a token was refused; logged, never sent to the caller (who gets a plain 401). */
 export class TokenRejected extends Error {
@@ -203,7 +205,8 @@ function keyGivenTwice(token: string, segment: 0 | 1, parsed: object): string | 
  * A token that verified is remembered (by its exact text, signature included), and its next uses are
  * answered with the same claims without verifying it again, while all of these hold: it has not
  * expired (`exp` plus the clock tolerance, as jose checks it); the key set that verified it is still
- * the one fetched last (a fetch, for its age or for a token it could not verify, forgets every token); and that
+ * the one fetched last (a fetch, for its age or for a token it could not verify, that brings other keys forgets
+ * every token; one that brings the same keys keeps them); and that
  * set is younger than `maxAgeMs`, or, while the provider is down, is the set standing in for it
  * (younger than `staleMaxMs`). Otherwise the token takes the whole path again, so jose fetches a key
  * set that is due, and a key the provider removed stops verifying within `maxAgeMs` as before. A
@@ -218,8 +221,13 @@ export class TokenVerifier {
   /** The key set fetched last as jose's local set, made when first needed. */
   private stale: StaleKeys | undefined;
   private readonly timings: KeySetTimings;
-  /** Tokens that verified, by their text, oldest first; all verified with the key set `lastFetched` holds, or unused. */
+  /** Tokens that verified, by their text, oldest first; all verified with the key set currentKeySet() names, or unused. */
   private readonly verified = new Map<string, Verified>();
+  /**
+   * The key set fetched last as jose wrote it (`fetched`), the text of its keys, and the set the
+   * remembered tokens know it as (`set`: the first of a run of fetches that brought those same keys).
+   */
+  private known: { fetched: Jwks; keys: string; set: Jwks } | undefined;
   /**
    * While discovery fails: the answer of the last attempt (a 503, or the 401 of a document that will
    * not do), until when it stands (ms since the epoch), and the wait that led to it.
@@ -255,7 +263,7 @@ export class TokenVerifier {
     if (keySetAnswer) throw keySetAnswer;
     // The key set fetched last, before jose fetches one (if it does, what it verifies is not remembered:
     // it may have taken the key from either set).
-    const fetched = this.lastFetched.jwks;
+    const fetched = this.currentKeySet();
     try {
       return this.remember(token, await this.checkedOrRefetched(token, keys), fetched);
     } catch (err) {
@@ -284,7 +292,7 @@ export class TokenVerifier {
    */
   private async verifyStale(token: string, stale: StaleKeys, outage: unknown): Promise<JWTPayload> {
     try {
-      return this.remember(token, await this.checked(token, stale.keys), stale.jwks);
+      return this.remember(token, await this.checked(token, stale.keys), stale.set);
     } catch (err) {
       if (err instanceof joseErrors.JWKSNoMatchingKey) throw this.unreachable(outage ?? err);
       throw refusal(err, token);
@@ -296,8 +304,24 @@ export class TokenVerifier {
     const { jwks, uat } = this.lastFetched;
     if (!jwks || uat === undefined || Date.now() - uat > this.timings.staleMaxMs) return undefined;
     // One local set per fetch: it keeps the keys it imported.
-    if (this.stale?.jwks !== jwks) this.stale = { jwks, keys: createLocalJWKSet(jwks) };
+    if (this.stale?.jwks !== jwks) this.stale = { jwks, keys: createLocalJWKSet(jwks), set: this.currentKeySet()! };
     return this.stale;
+  }
+
+  /**
+   * The key set fetched last as the remembered tokens know it: while every fetch since a set brought
+   * the same keys (in the same order), that set, so a fetch for its age, or one an attacker's forged
+   * tokens cause once per cooldown, does not have every remembered token verified again; else the set
+   * fetched last. Its keys are compared once per fetch, at the first call after it.
+   */
+  private currentKeySet(): Jwks | undefined {
+    const { jwks } = this.lastFetched;
+    const known = this.known;
+    if (!jwks) return undefined;
+    if (jwks === known?.fetched) return known.set;
+    const keys = JSON.stringify(jwks.keys);
+    this.known = { fetched: jwks, keys, set: known?.keys === keys ? known.set : jwks };
+    return this.known.set;
   }
 
   /**
@@ -310,12 +334,11 @@ export class TokenVerifier {
     const entry = this.verified.get(token);
     if (!entry) return undefined;
     const now = Date.now();
-    const { jwks, uat } = this.lastFetched;
-    if (now >= entry.until || entry.jwks !== jwks) {
+    if (now >= entry.until || entry.jwks !== this.currentKeySet()) {
       this.verified.delete(token);
       return undefined;
     }
-    const age = now - uat!;
+    const age = now - this.lastFetched.uat!;
     // Past maxAgeMs the whole path runs, for jose to fetch the key set again (or, the provider being
     // down, to start an outage); during one the set fetched last stands in, as staleKeys() lets it.
     if (age < this.timings.maxAgeMs || (now < this.outageUntil && age <= this.timings.staleMaxMs)) return entry.payload;
@@ -324,11 +347,12 @@ export class TokenVerifier {
 
   /**
    * `payload`, frozen (each later use of the token shares it), remembered as verified by `jwks` while
-   * that is still the key set fetched last (a fetch during the verification: not remembered).
+   * that is still the key set fetched last (a fetch during the verification that brought other keys:
+   * not remembered).
    */
-  private remember(token: string, payload: JWTPayload, jwks: ExportedJWKSCache['jwks'] | undefined): JWTPayload {
+  private remember(token: string, payload: JWTPayload, jwks: Jwks | undefined): JWTPayload {
     freezeDeep(payload);
-    if (!jwks || jwks !== this.lastFetched.jwks) return payload;
+    if (!jwks || jwks !== this.currentKeySet()) return payload;
     // A token remembered with another key set can no longer be used: forgotten all at once.
     const first = this.verified.values().next().value;
     if (first && first.jwks !== jwks) this.verified.clear();
@@ -522,8 +546,10 @@ type RemoteKeys = ReturnType<typeof createRemoteJWKSet>;
 
 /** A key set fetched last as jose's local set, for verifying while the provider is down. */
 interface StaleKeys {
-  jwks: ExportedJWKSCache['jwks'];
+  jwks: Jwks;
   keys: JWTVerifyGetKey;
+  /** `jwks` as currentKeySet() named it. */
+  set: Jwks;
 }
 
 /** `value` and every object and array in it made read-only, without recursion (a payload may nest deep). */
