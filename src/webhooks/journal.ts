@@ -418,8 +418,11 @@ function storableError(text: string | null): string | null {
   return text === null ? null : storableUpstreamMessage(text);
 }
 
-/** PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead (storableText). */
-function storable(text: string | null): string | null {
+/**
+ * PostgreSQL text holds no NUL character: a response body with one is stored with U+FFFD instead
+ * (storableText). The test operation answers it so too, as its delivery records it.
+ */
+export function storable(text: string | null): string | null {
   return text === null ? null : storableText(text);
 }
 

@@ -16,7 +16,7 @@ import {
   parseId,
   updateIntegration,
 } from './integrations.js';
-import { getDelivery, listForIntegration, listForTenant, RELEASE_LEASES_SQL, recordById } from './journal.js';
+import { getDelivery, listForIntegration, listForTenant, RELEASE_LEASES_SQL, recordById, storable } from './journal.js';
 import type { AttemptRecord, DeliveryRecord, Integration, IntegrationInput, IntegrationPatch, TestResult } from './model.js';
 import type { DeliveryWorker } from './worker.js';
 
@@ -213,6 +213,7 @@ export class IntegrationService {
     const result = await this.o.worker.attempt(deliveryId, token);
     if (result.kind !== 'attempted') throw new NotFoundError(`integration ${integrationId} not found`);
     const { outcome } = result;
-    return { ok: outcome.ok, httpStatus: outcome.httpStatus, responseBody: outcome.responseBody, error: outcome.error, durationMs: outcome.durationMs };
+    // The response body as its delivery records it (a NUL character as U+FFFD), so the answer and the history agree.
+    return { ok: outcome.ok, httpStatus: outcome.httpStatus, responseBody: storable(outcome.responseBody), error: outcome.error, durationMs: outcome.durationMs };
   }
 }

@@ -42,6 +42,7 @@ beforeAll(async () => {
       return { status: 400, body: `xyz${token}abc ${b64(token)} ${b64(`x${token}`)} ${b64(`xy${token}`)} ${b64(`${token}abc`)} ${b64(JSON.stringify(received.headers))} key:${MASTER_KEY}` };
     }
     if (path.startsWith('/echo')) return { status: 400, body: JSON.stringify({ headers: received.headers, body: received.body }) };
+    if (path.startsWith('/nul')) return { status: 200, body: 'a\u0000b' };
     return { status: 200, body: 'thanks' };
   });
   hub = await startTestHub(
@@ -498,6 +499,17 @@ describe('the test operation', () => {
       // The hub's own credential is the tenant's to quote (the hub never sends it there): as sent, so no guess at it is told apart.
       expect(text.endsWith(` key:${MASTER_KEY}`)).toBe(true);
     }
+  });
+
+  it('an answer holding a NUL character is answered as it is recorded: with U+FFFD (PostgreSQL text holds no NUL)', async () => {
+    const nul = await integration(t1, 1, { name: 'tested-nul', targetUrl: `${receiver.url}/nul`, authMode: 'NONE' });
+    const res = await t1.post(`/api/tenants/1/integrations/${nul}/test`, { eventType: 'org.created' });
+    expect(res.status).toBe(200);
+    const [d] = await deliveries(nul);
+    const one = await t1.get(`/api/tenants/1/integrations/${nul}/deliveries/${d!.id}`);
+    const recorded = [d!.response_body, (one.body as { attemptLog: Array<{ response_body: string }> }).attemptLog[0]!.response_body];
+    expect(recorded).toEqual(['a\ufffdb', 'a\ufffdb']);
+    expect(res.body).toMatchObject({ ok: true, httpStatus: 200, responseBody: recorded[0] });
   });
 
   it('400 `Unknown event type: <type>` for an uncatalogued or decision.* type', async () => {
