@@ -116,7 +116,7 @@ export function composeRequest(
     if (url.origin !== plan.endpointUrl.origin) {
       // The rule holds without credentials too: the hub reads only from the address the manifest names.
       const credentials = plan.auth.secrets.length > 0 || plan.auth.headers.length > 0 || plan.auth.query.length > 0;
-      const away = quote(url.origin, SHOWN_URL_CHARS);
+      const away = quote(url.origin, SHORT_QUOTE_LIMIT);
       throw new PaginationError(
         credentials
           ? `the next link leaves the source (${away}, not ${plan.endpointUrl.origin}); refusing to send the connector's credentials there`
@@ -186,16 +186,13 @@ export function redactUrl(url: URL, auth: AuthParts): string {
   return redactText(maskUserinfo(copy.href), auth);
 }
 
-/** The most characters of a source's URL (a next link) a message or a shown position quotes. */
-export const SHOWN_URL_CHARS = SHORT_QUOTE_LIMIT;
-
 /**
  * A URL the source gave (a next link) as messages and a stored position name it: masked as redactUrl
- * masks it, then cut to SHOWN_URL_CHARS characters (`…` after them). The source's text has no length
+ * masks it, then cut to SHORT_QUOTE_LIMIT characters (`…` after them). The source's text has no length
  * of its own: quoted whole, a link of megabytes made as long a run error, event and log line.
  */
 export function shownUrl(url: URL, auth: AuthParts): string {
-  return quote(redactUrl(url, auth), SHOWN_URL_CHARS);
+  return quote(redactUrl(url, auth), SHORT_QUOTE_LIMIT);
 }
 
 /**
