@@ -109,11 +109,10 @@ export class EgressPolicy {
 
   constructor(options: EgressOptions) {
     this.denyPrivate = options.denyPrivate;
-    if (options.resolve) this.resolveName = options.resolve;
-    else {
-      const resolver = new NameResolver(options.resolver);
-      this.resolveName = (hostname, absolute) => resolver.resolve(hostname, absolute);
-    }
+    // The DNS client is made at the first name to resolve: a policy that is off (or only sees IP
+    // literals) never needs one.
+    let resolver: NameResolver | undefined;
+    this.resolveName = options.resolve ?? ((hostname, absolute) => (resolver ??= new NameResolver(options.resolver)).resolve(hostname, absolute));
     this.denied = DENIED.map(([label, ranges]) => {
       const list = new BlockList();
       for (const [net, prefix] of ranges) list.addSubnet(net, prefix, family(net));
