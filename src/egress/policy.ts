@@ -112,7 +112,12 @@ export class EgressPolicy {
     // The DNS client is made at the first name to resolve: a policy that is off (or only sees IP
     // literals) never needs one.
     let resolver: NameResolver | undefined;
-    this.resolveName = options.resolve ?? ((hostname, absolute) => (resolver ??= new NameResolver(options.resolver)).resolve(hostname, absolute));
+    this.resolveName =
+      options.resolve ??
+      ((hostname, absolute) => {
+        resolver ??= new NameResolver(options.resolver);
+        return resolver.resolve(hostname, absolute);
+      });
     this.denied = DENIED.map(([label, ranges]) => {
       const list = new BlockList();
       for (const [net, prefix] of ranges) list.addSubnet(net, prefix, family(net));
